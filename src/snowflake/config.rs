@@ -1,0 +1,355 @@
+//! Turning the server's identity settings into a validated configuration.
+//!
+//! Every check that decides whether a server may start lives here, without
+//! PostgreSQL, so each refusal is unit-tested; the PostgreSQL layer turns an
+//! error into a FATAL message with the setting's name.
+
+use std::fmt;
+
+use super::codec::{Codec, Node};
+use super::layout::Field;
+use super::preset::{self, ResolvedLayout};
+use super::time::{parse_instant, TimeBase, UnixMillis, MAX_TICK_MS};
+
+/// The identity settings as the server has them: `None` means not set, so a
+/// preset's own epoch and tick apply.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Settings<'a> {
+    pub layout: &'a str,
+    pub epoch: Option<&'a str>,
+    pub tick_ms: Option<i64>,
+    pub datacenter_id: i64,
+    pub worker_id: i64,
+}
+
+/// A validated configuration: the codec, and this server's node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub codec: Codec,
+    pub node: Node,
+    pub resolved: ResolvedLayout,
+}
+
+/// A refused setting, with what to tell the DBA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The setting, such as `snowflake.worker_id`.
+    pub setting: &'static str,
+    /// The offending value as written.
+    pub value: String,
+    /// Why, as a sentence.
+    pub detail: String,
+    pub hint: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid value for parameter \"{}\": \"{}\": {}",
+            self.setting, self.value, self.detail
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Validates settings at instant `now`; the epoch must not be in the future
+    /// and the layout's time range must not be over.
+    pub fn new(s: Settings<'_>, now: UnixMillis) -> Result<Config, ConfigError> {
+        let err = |setting, value: String, detail: String, hint: &str| ConfigError {
+            setting,
+            value,
+            detail: sentence(&detail),
+            hint: hint.to_string(),
+        };
+        let resolved = preset::resolve(s.layout).map_err(|e| {
+            err(
+                "snowflake.layout",
+                s.layout.to_string(),
+                e.to_string(),
+                "Use a preset (twitter, instagram, discord, sonyflake, mastodon) or fields such as \
+                 timestamp:41,datacenter:5,worker:5,sequence:12.",
+            )
+        })?;
+        let epoch = match s.epoch {
+            Some(text) => parse_instant(text).map_err(|e| {
+                err(
+                    "snowflake.epoch",
+                    text.to_string(),
+                    e,
+                    "Write a timestamp such as '2025-01-01 00:00:00+00' or a number of Unix milliseconds.",
+                )
+            })?,
+            None => resolved.epoch,
+        };
+        let epoch_text = || s.epoch.map_or_else(|| epoch.to_string(), str::to_string);
+        if epoch.0 < 0 {
+            return Err(err(
+                "snowflake.epoch",
+                epoch_text(),
+                "the epoch is before 1970-01-01".into(),
+                "Choose an epoch after 1970.",
+            ));
+        }
+        if epoch > now {
+            return Err(err(
+                "snowflake.epoch",
+                epoch_text(),
+                format!("the epoch is in the future (the server's clock says {now})"),
+                "Choose an epoch before the first ID; check the system clock if it should already have passed.",
+            ));
+        }
+        let tick_ms = s.tick_ms.map_or(i64::from(resolved.tick_ms), |t| t);
+        let time = u32::try_from(tick_ms)
+            .ok()
+            .and_then(|t| TimeBase::new(epoch, t))
+            .ok_or_else(|| {
+                err(
+                    "snowflake.tick_ms",
+                    tick_ms.to_string(),
+                    format!("a tick lasts from 1 to {MAX_TICK_MS} milliseconds"),
+                    "Use 1 for millisecond timestamps.",
+                )
+            })?;
+        let codec = Codec::new(resolved.layout, time);
+        if let Err(range) = codec.tick_in_range(now) {
+            return Err(err(
+                "snowflake.layout",
+                s.layout.to_string(),
+                format!("the layout's time range is over: {range}"),
+                "Choose a later epoch, a longer tick, or a wider timestamp field; see the README on choosing a layout.",
+            ));
+        }
+        let node = Node {
+            datacenter: node_value(
+                &codec,
+                Field::Datacenter,
+                "snowflake.datacenter_id",
+                s.datacenter_id,
+            )?,
+            worker: node_value(&codec, Field::Worker, "snowflake.worker_id", s.worker_id)?,
+        };
+        Ok(Config {
+            codec,
+            node,
+            resolved,
+        })
+    }
+}
+
+fn node_value(
+    codec: &Codec,
+    field: Field,
+    setting: &'static str,
+    value: i64,
+) -> Result<u64, ConfigError> {
+    let width = codec.layout.width(field);
+    let fits = u64::try_from(value)
+        .ok()
+        .filter(|&v| codec.layout.holds(field, v));
+    fits.ok_or_else(|| {
+        let (detail, hint) = if width == 0 {
+            (
+                format!("the layout has no {} field, so the only valid value is 0", field.name()),
+                format!("Set {setting} to 0, or choose a layout with a {} field.", field.name()),
+            )
+        } else {
+            let max = codec.layout.field(field).map_or(0, |b| b.max());
+            (
+                format!("the layout's {} field has {width} bits, so the value must be from 0 to {max}", field.name()),
+                format!("Give every server its own {setting} from 0 to {max}, or choose a layout with a wider {} field.", field.name()),
+            )
+        };
+        ConfigError { setting, value: value.to_string(), detail: sentence(&detail), hint }
+    })
+}
+
+/// PostgreSQL's style for details: a capitalised sentence with a period.
+pub fn sentence(fragment: &str) -> String {
+    let mut chars = fragment.chars();
+    let mut s: String = chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default();
+    if !s.ends_with('.') {
+        s.push('.');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snowflake::preset::DEFAULT_SPEC;
+    use crate::snowflake::time::DEFAULT_EPOCH;
+
+    const NOW: UnixMillis = UnixMillis(1_795_000_000_000); // 2026-11-18
+
+    fn defaults() -> Settings<'static> {
+        Settings {
+            layout: DEFAULT_SPEC,
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = Config::new(defaults(), NOW).unwrap();
+        assert_eq!(c.codec.time.epoch(), DEFAULT_EPOCH);
+        assert_eq!(c.codec.time.tick_ms(), 1);
+        assert_eq!(c.node, Node::default());
+    }
+
+    #[test]
+    fn a_preset_brings_its_epoch_and_tick_unless_overridden() {
+        let c = Config::new(
+            Settings {
+                layout: "sonyflake",
+                ..defaults()
+            },
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.codec.time.epoch(), c.codec.time.tick_ms()),
+            (UnixMillis(1_409_529_600_000), 10)
+        );
+        let c = Config::new(
+            Settings {
+                layout: "sonyflake",
+                epoch: Some("2020-01-01"),
+                tick_ms: Some(1),
+                ..defaults()
+            },
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.codec.time.epoch(), c.codec.time.tick_ms()),
+            (UnixMillis(1_577_836_800_000), 1)
+        );
+    }
+
+    #[test]
+    fn node_ids_must_fit_their_fields() {
+        let ok = Config::new(
+            Settings {
+                datacenter_id: 31,
+                worker_id: 31,
+                ..defaults()
+            },
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(
+            ok.node,
+            Node {
+                datacenter: 31,
+                worker: 31
+            }
+        );
+        let e = Config::new(
+            Settings {
+                worker_id: 32,
+                ..defaults()
+            },
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!((e.setting, e.value.as_str()), ("snowflake.worker_id", "32"));
+        assert!(e.detail.contains("from 0 to 31"), "{}", e.detail);
+        let e = Config::new(
+            Settings {
+                datacenter_id: -1,
+                ..defaults()
+            },
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.setting, "snowflake.datacenter_id");
+        let e = Config::new(
+            Settings {
+                layout: "instagram",
+                datacenter_id: 1,
+                ..defaults()
+            },
+            NOW,
+        )
+        .unwrap_err();
+        assert!(e.detail.contains("no datacenter field"), "{}", e.detail);
+        assert!(Config::new(
+            Settings {
+                layout: "instagram",
+                worker_id: 8191,
+                ..defaults()
+            },
+            NOW
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn refusals_name_the_setting() {
+        let cases: [(Settings<'static>, &str); 7] = [
+            (
+                Settings {
+                    layout: "timestamp:41,shard:13,sequence:10",
+                    ..defaults()
+                },
+                "snowflake.layout",
+            ),
+            (
+                Settings {
+                    epoch: Some("tomorrow"),
+                    ..defaults()
+                },
+                "snowflake.epoch",
+            ),
+            (
+                Settings {
+                    epoch: Some("2999-01-01"),
+                    ..defaults()
+                },
+                "snowflake.epoch",
+            ),
+            (
+                Settings {
+                    epoch: Some("-5"),
+                    ..defaults()
+                },
+                "snowflake.epoch",
+            ),
+            (
+                Settings {
+                    tick_ms: Some(0),
+                    ..defaults()
+                },
+                "snowflake.tick_ms",
+            ),
+            (
+                Settings {
+                    tick_ms: Some(i64::from(MAX_TICK_MS) + 1),
+                    ..defaults()
+                },
+                "snowflake.tick_ms",
+            ),
+            // A 28-bit field of seconds from 2010 ran out in 2018.
+            (
+                Settings {
+                    layout: "timestamp:28,sequence:10",
+                    epoch: Some("2010-01-01"),
+                    tick_ms: Some(1000),
+                    ..defaults()
+                },
+                "snowflake.layout",
+            ),
+        ];
+        for (settings, setting) in cases {
+            let e = Config::new(settings, NOW).unwrap_err();
+            assert_eq!(e.setting, setting, "{e}");
+            assert!(!e.hint.is_empty());
+        }
+    }
+}
