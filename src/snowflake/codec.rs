@@ -33,9 +33,9 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::Negative => f.write_str("a snowflake ID is never negative"),
-            DecodeError::StrayBits => f.write_str(
-                "the ID has bits set outside the layout's fields or in its reserved field",
-            ),
+            DecodeError::StrayBits => {
+                f.write_str("the ID has bits set outside the layout's fields or in its reserved field")
+            }
         }
     }
 }
@@ -58,10 +58,9 @@ impl fmt::Display for RangeError {
             RangeError::BeforeEpoch { epoch } => {
                 write!(f, "the timestamp is before the epoch {epoch}")
             }
-            RangeError::PastRange { last } => write!(
-                f,
-                "the timestamp is past the layout's last tick, which starts at {last}"
-            ),
+            RangeError::PastRange { last } => {
+                write!(f, "the timestamp is past the layout's last tick, which starts at {last}")
+            }
         }
     }
 }
@@ -109,18 +108,19 @@ impl Codec {
         self.layout.timestamp().max()
     }
 
+    /// The start of the last tick the timestamp field holds, if it fits in `i64` milliseconds.
+    pub fn last_instant(&self) -> Option<UnixMillis> {
+        self.instant_of(self.max_tick())
+    }
+
     /// The tick an instant falls in, if the timestamp field can hold it.
     pub fn tick_in_range(&self, t: UnixMillis) -> Result<u64, RangeError> {
         let tick = self.time.tick_of(t);
         if tick < 0 {
-            return Err(RangeError::BeforeEpoch {
-                epoch: self.time.epoch(),
-            });
+            return Err(RangeError::BeforeEpoch { epoch: self.time.epoch() });
         }
         if tick as u64 > self.max_tick() {
-            let last = self
-                .instant_of(self.max_tick())
-                .unwrap_or(UnixMillis(i64::MAX));
+            let last = self.last_instant().unwrap_or(UnixMillis(i64::MAX));
             return Err(RangeError::PastRange { last });
         }
         Ok(tick as u64)
@@ -138,8 +138,7 @@ impl Codec {
         let l = &self.layout;
         let place = |f: Field, v: u64| l.field(f).map_or(0, |b| b.place(v));
         IdTemplate {
-            node_bits: place(Field::Datacenter, node.datacenter)
-                | place(Field::Worker, node.worker),
+            node_bits: place(Field::Datacenter, node.datacenter) | place(Field::Worker, node.worker),
             timestamp: l.timestamp(),
             sequence: l.sequence(),
             clock_back: l.field(Field::ClockBack).unwrap_or_default(),
@@ -223,14 +222,8 @@ mod tests {
         // https://discord.com/developers/docs/reference#snowflakes
         let c = codec("discord");
         let d = c.decode(175_928_847_299_117_063).unwrap();
-        assert_eq!(
-            c.instant_of(d.tick).unwrap().to_string(),
-            "2016-04-30 11:18:25.796+00"
-        );
-        assert_eq!(
-            (d.datacenter, d.worker, d.sequence, d.clock_back),
-            (Some(1), Some(0), 7, None)
-        );
+        assert_eq!(c.instant_of(d.tick).unwrap().to_string(), "2016-04-30 11:18:25.796+00");
+        assert_eq!((d.datacenter, d.worker, d.sequence, d.clock_back), (Some(1), Some(0), 7, None));
     }
 
     #[test]
@@ -249,16 +242,11 @@ mod tests {
         let epoch = c.time.epoch();
         assert_eq!(c.first_id_at(epoch), Ok(0));
         assert_eq!(c.first_id_at(UnixMillis(epoch.0 + 5)), Ok(5 << 4));
-        assert_eq!(
-            c.first_id_at(UnixMillis(epoch.0 - 1)),
-            Err(RangeError::BeforeEpoch { epoch })
-        );
+        assert_eq!(c.first_id_at(UnixMillis(epoch.0 - 1)), Err(RangeError::BeforeEpoch { epoch }));
         assert_eq!(c.first_id_at(UnixMillis(epoch.0 + 1023)), Ok(1023 << 4));
         assert_eq!(
             c.first_id_at(UnixMillis(epoch.0 + 1024)),
-            Err(RangeError::PastRange {
-                last: UnixMillis(epoch.0 + 1023)
-            })
+            Err(RangeError::PastRange { last: UnixMillis(epoch.0 + 1023) })
         );
     }
 

@@ -44,11 +44,7 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid value for parameter \"{}\": \"{}\": {}",
-            self.setting, self.value, self.detail
-        )
+        write!(f, "invalid value for parameter \"{}\": \"{}\": {}", self.setting, self.value, self.detail)
     }
 }
 
@@ -102,17 +98,14 @@ impl Config {
             ));
         }
         let tick_ms = s.tick_ms.map_or(i64::from(resolved.tick_ms), |t| t);
-        let time = u32::try_from(tick_ms)
-            .ok()
-            .and_then(|t| TimeBase::new(epoch, t))
-            .ok_or_else(|| {
-                err(
-                    "snowflake.tick_ms",
-                    tick_ms.to_string(),
-                    format!("a tick lasts from 1 to {MAX_TICK_MS} milliseconds"),
-                    "Use 1 for millisecond timestamps.",
-                )
-            })?;
+        let time = u32::try_from(tick_ms).ok().and_then(|t| TimeBase::new(epoch, t)).ok_or_else(|| {
+            err(
+                "snowflake.tick_ms",
+                tick_ms.to_string(),
+                format!("a tick lasts from 1 to {MAX_TICK_MS} milliseconds"),
+                "Use 1 for millisecond timestamps.",
+            )
+        })?;
         let codec = Codec::new(resolved.layout, time);
         if let Err(range) = codec.tick_in_range(now) {
             return Err(err(
@@ -123,32 +116,16 @@ impl Config {
             ));
         }
         let node = Node {
-            datacenter: node_value(
-                &codec,
-                Field::Datacenter,
-                "snowflake.datacenter_id",
-                s.datacenter_id,
-            )?,
+            datacenter: node_value(&codec, Field::Datacenter, "snowflake.datacenter_id", s.datacenter_id)?,
             worker: node_value(&codec, Field::Worker, "snowflake.worker_id", s.worker_id)?,
         };
-        Ok(Config {
-            codec,
-            node,
-            resolved,
-        })
+        Ok(Config { codec, node, resolved })
     }
 }
 
-fn node_value(
-    codec: &Codec,
-    field: Field,
-    setting: &'static str,
-    value: i64,
-) -> Result<u64, ConfigError> {
+fn node_value(codec: &Codec, field: Field, setting: &'static str, value: i64) -> Result<u64, ConfigError> {
     let width = codec.layout.width(field);
-    let fits = u64::try_from(value)
-        .ok()
-        .filter(|&v| codec.layout.holds(field, v));
+    let fits = u64::try_from(value).ok().filter(|&v| codec.layout.holds(field, v));
     fits.ok_or_else(|| {
         let (detail, hint) = if width == 0 {
             (
@@ -159,7 +136,10 @@ fn node_value(
             let max = codec.layout.field(field).map_or(0, |b| b.max());
             (
                 format!("the layout's {} field has {width} bits, so the value must be from 0 to {max}", field.name()),
-                format!("Give every server its own {setting} from 0 to {max}, or choose a layout with a wider {} field.", field.name()),
+                format!(
+                    "Give every server its own {setting} from 0 to {max}, or choose a layout with a wider {} field.",
+                    field.name()
+                ),
             )
         };
         ConfigError { setting, value: value.to_string(), detail: sentence(&detail), hint }
@@ -169,10 +149,7 @@ fn node_value(
 /// PostgreSQL's style for details: a capitalised sentence with a period.
 pub fn sentence(fragment: &str) -> String {
     let mut chars = fragment.chars();
-    let mut s: String = chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default();
+    let mut s: String = chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
     if !s.ends_with('.') {
         s.push('.');
     }
@@ -188,10 +165,7 @@ mod tests {
     const NOW: UnixMillis = UnixMillis(1_795_000_000_000); // 2026-11-18
 
     fn defaults() -> Settings<'static> {
-        Settings {
-            layout: DEFAULT_SPEC,
-            ..Settings::default()
-        }
+        Settings { layout: DEFAULT_SPEC, ..Settings::default() }
     }
 
     #[test]
@@ -204,137 +178,39 @@ mod tests {
 
     #[test]
     fn a_preset_brings_its_epoch_and_tick_unless_overridden() {
+        let c = Config::new(Settings { layout: "sonyflake", ..defaults() }, NOW).unwrap();
+        assert_eq!((c.codec.time.epoch(), c.codec.time.tick_ms()), (UnixMillis(1_409_529_600_000), 10));
         let c = Config::new(
-            Settings {
-                layout: "sonyflake",
-                ..defaults()
-            },
+            Settings { layout: "sonyflake", epoch: Some("2020-01-01"), tick_ms: Some(1), ..defaults() },
             NOW,
         )
         .unwrap();
-        assert_eq!(
-            (c.codec.time.epoch(), c.codec.time.tick_ms()),
-            (UnixMillis(1_409_529_600_000), 10)
-        );
-        let c = Config::new(
-            Settings {
-                layout: "sonyflake",
-                epoch: Some("2020-01-01"),
-                tick_ms: Some(1),
-                ..defaults()
-            },
-            NOW,
-        )
-        .unwrap();
-        assert_eq!(
-            (c.codec.time.epoch(), c.codec.time.tick_ms()),
-            (UnixMillis(1_577_836_800_000), 1)
-        );
+        assert_eq!((c.codec.time.epoch(), c.codec.time.tick_ms()), (UnixMillis(1_577_836_800_000), 1));
     }
 
     #[test]
     fn node_ids_must_fit_their_fields() {
-        let ok = Config::new(
-            Settings {
-                datacenter_id: 31,
-                worker_id: 31,
-                ..defaults()
-            },
-            NOW,
-        )
-        .unwrap();
-        assert_eq!(
-            ok.node,
-            Node {
-                datacenter: 31,
-                worker: 31
-            }
-        );
-        let e = Config::new(
-            Settings {
-                worker_id: 32,
-                ..defaults()
-            },
-            NOW,
-        )
-        .unwrap_err();
+        let ok = Config::new(Settings { datacenter_id: 31, worker_id: 31, ..defaults() }, NOW).unwrap();
+        assert_eq!(ok.node, Node { datacenter: 31, worker: 31 });
+        let e = Config::new(Settings { worker_id: 32, ..defaults() }, NOW).unwrap_err();
         assert_eq!((e.setting, e.value.as_str()), ("snowflake.worker_id", "32"));
         assert!(e.detail.contains("from 0 to 31"), "{}", e.detail);
-        let e = Config::new(
-            Settings {
-                datacenter_id: -1,
-                ..defaults()
-            },
-            NOW,
-        )
-        .unwrap_err();
+        let e = Config::new(Settings { datacenter_id: -1, ..defaults() }, NOW).unwrap_err();
         assert_eq!(e.setting, "snowflake.datacenter_id");
-        let e = Config::new(
-            Settings {
-                layout: "instagram",
-                datacenter_id: 1,
-                ..defaults()
-            },
-            NOW,
-        )
-        .unwrap_err();
+        let e = Config::new(Settings { layout: "instagram", datacenter_id: 1, ..defaults() }, NOW).unwrap_err();
         assert!(e.detail.contains("no datacenter field"), "{}", e.detail);
-        assert!(Config::new(
-            Settings {
-                layout: "instagram",
-                worker_id: 8191,
-                ..defaults()
-            },
-            NOW
-        )
-        .is_ok());
+        assert!(Config::new(Settings { layout: "instagram", worker_id: 8191, ..defaults() }, NOW).is_ok());
     }
 
     #[test]
     fn refusals_name_the_setting() {
         let cases: [(Settings<'static>, &str); 7] = [
-            (
-                Settings {
-                    layout: "timestamp:41,shard:13,sequence:10",
-                    ..defaults()
-                },
-                "snowflake.layout",
-            ),
-            (
-                Settings {
-                    epoch: Some("tomorrow"),
-                    ..defaults()
-                },
-                "snowflake.epoch",
-            ),
-            (
-                Settings {
-                    epoch: Some("2999-01-01"),
-                    ..defaults()
-                },
-                "snowflake.epoch",
-            ),
-            (
-                Settings {
-                    epoch: Some("-5"),
-                    ..defaults()
-                },
-                "snowflake.epoch",
-            ),
-            (
-                Settings {
-                    tick_ms: Some(0),
-                    ..defaults()
-                },
-                "snowflake.tick_ms",
-            ),
-            (
-                Settings {
-                    tick_ms: Some(i64::from(MAX_TICK_MS) + 1),
-                    ..defaults()
-                },
-                "snowflake.tick_ms",
-            ),
+            (Settings { layout: "timestamp:41,shard:13,sequence:10", ..defaults() }, "snowflake.layout"),
+            (Settings { epoch: Some("tomorrow"), ..defaults() }, "snowflake.epoch"),
+            (Settings { epoch: Some("2999-01-01"), ..defaults() }, "snowflake.epoch"),
+            (Settings { epoch: Some("-5"), ..defaults() }, "snowflake.epoch"),
+            (Settings { tick_ms: Some(0), ..defaults() }, "snowflake.tick_ms"),
+            (Settings { tick_ms: Some(i64::from(MAX_TICK_MS) + 1), ..defaults() }, "snowflake.tick_ms"),
             // A 28-bit field of seconds from 2010 ran out in 2018.
             (
                 Settings {

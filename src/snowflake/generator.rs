@@ -89,8 +89,7 @@ impl Block {
 
     /// The tick of the last ID in the block.
     pub fn last_tick(&self) -> u64 {
-        self.template
-            .tick_of(self.first + self.len.saturating_sub(1))
+        self.template.tick_of(self.first + self.len.saturating_sub(1))
     }
 }
 
@@ -140,11 +139,7 @@ impl Generator {
     /// A generator for a node, continuing above `resume` (the last durable mark)
     /// if there is one. `window` is how many ticks each durable mark reserves
     /// ahead; at least one.
-    pub fn new(
-        template: IdTemplate,
-        window: u64,
-        resume: Option<Mark>,
-    ) -> Result<Self, ClockBackOutOfRange> {
+    pub fn new(template: IdTemplate, window: u64, resume: Option<Mark>) -> Result<Self, ClockBackOutOfRange> {
         let window = window.max(1);
         let mut g = Generator {
             template,
@@ -160,10 +155,7 @@ impl Generator {
         if let Some(m) = resume {
             let max = template.max_clock_back().unwrap_or(0);
             if m.clock_back > max {
-                return Err(ClockBackOutOfRange {
-                    recorded: m.clock_back,
-                    max,
-                });
+                return Err(ClockBackOutOfRange { recorded: m.clock_back, max });
             }
             g.next = template.position(m.tick.min(template.max_tick() + 1));
             g.mark = m.tick;
@@ -208,11 +200,8 @@ impl Generator {
                 new_era = true;
                 start = wall_pos;
             } else {
-                let until = (t.tick_of(start) as i128 - max_drift as i128)
-                    .clamp(i64::MIN as i128, i64::MAX as i128);
-                return Err(Refusal::Wait {
-                    until: until as i64,
-                });
+                let until = (t.tick_of(start) as i128 - max_drift as i128).clamp(i64::MIN as i128, i64::MAX as i128);
+                return Err(Refusal::Wait { until: until as i64 });
             }
         }
         if t.tick_of(start) > max_tick {
@@ -223,10 +212,7 @@ impl Generator {
 
         let era = self.clock_back + u64::from(new_era);
         if new_era || t.tick_of(end) >= self.mark {
-            let mark = Mark {
-                tick: t.tick_of(end).max(wall_tick).saturating_add(self.window),
-                clock_back: era,
-            };
+            let mark = Mark { tick: t.tick_of(end).max(wall_tick).saturating_add(self.window), clock_back: era };
             persist(mark).map_err(Refusal::Persist)?;
             self.mark = mark.tick;
             self.stats.marks_written += 1;
@@ -238,12 +224,7 @@ impl Generator {
         self.count(start, end, now, new_era);
         self.next = end + 1;
         self.fresh = false;
-        Ok(Block {
-            template: t,
-            first: start,
-            len: end - start + 1,
-            clock_back: era,
-        })
+        Ok(Block { template: t, first: start, len: end - start + 1, clock_back: era })
     }
 
     fn observe(&mut self, now: i64) {
@@ -261,11 +242,7 @@ impl Generator {
         let t = self.template;
         let (first_tick, last_tick) = (t.tick_of(start), t.tick_of(end));
         let starts_a_tick = t.sequence_of(start) == 0;
-        let entered_from = if starts_a_tick {
-            first_tick
-        } else {
-            first_tick + 1
-        };
+        let entered_from = if starts_a_tick { first_tick } else { first_tick + 1 };
         let ahead_from = (entered_from as i128).max(now as i128 + 1);
         if last_tick as i128 >= ahead_from {
             self.stats.ticks_borrowed += (last_tick as i128 - ahead_from + 1) as u64;
@@ -287,10 +264,7 @@ impl Generator {
 
     /// The last durable mark (or the one resumed from).
     pub fn mark(&self) -> Mark {
-        Mark {
-            tick: self.mark,
-            clock_back: self.clock_back,
-        }
+        Mark { tick: self.mark, clock_back: self.clock_back }
     }
 
     pub fn clock_back(&self) -> u64 {

@@ -21,14 +21,8 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 6] = [
-        Field::Timestamp,
-        Field::Datacenter,
-        Field::Worker,
-        Field::Sequence,
-        Field::ClockBack,
-        Field::Reserved,
-    ];
+    pub const ALL: [Field; 6] =
+        [Field::Timestamp, Field::Datacenter, Field::Worker, Field::Sequence, Field::ClockBack, Field::Reserved];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -42,13 +36,20 @@ impl Field {
     }
 
     fn from_name(name: &str) -> Option<Field> {
-        Field::ALL
-            .into_iter()
-            .find(|f| f.name().eq_ignore_ascii_case(name))
+        Field::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(name))
     }
 
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// The widest the field may be. Node, sequence and clock_back values are
+    /// reported as SQL `integer`s, so they get at most 31 bits.
+    pub fn max_width(self) -> u32 {
+        match self {
+            Field::Timestamp | Field::Reserved => MAX_BITS,
+            _ => 31,
+        }
     }
 }
 
@@ -104,7 +105,7 @@ pub enum LayoutError {
     Empty,
     Malformed(String),
     UnknownField(String),
-    BadWidth { field: &'static str, width: String },
+    BadWidth { field: &'static str, width: String, max: u32 },
     Duplicate(&'static str),
     Missing(&'static str),
     SequenceAboveTimestamp,
@@ -120,8 +121,8 @@ impl fmt::Display for LayoutError {
                 f,
                 "\"{name}\" is neither a field (timestamp, datacenter, worker, sequence, clock_back, reserved) nor a preset"
             ),
-            LayoutError::BadWidth { field, width } => {
-                write!(f, "the width of field \"{field}\" must be a number of bits from 1 to {MAX_BITS}, not \"{width}\"")
+            LayoutError::BadWidth { field, width, max } => {
+                write!(f, "the width of field \"{field}\" must be a number of bits from 1 to {max}, not \"{width}\"")
             }
             LayoutError::Duplicate(field) => write!(f, "field \"{field}\" appears more than once"),
             LayoutError::Missing(field) => write!(f, "the layout has no \"{field}\" field"),
@@ -151,19 +152,13 @@ impl Layout {
         let mut widths = [0u32; 6];
         for item in spec.split(',') {
             let item = item.trim();
-            let (name, width) = item
-                .split_once(':')
-                .ok_or_else(|| LayoutError::Malformed(item.to_string()))?;
-            let field = Field::from_name(name.trim())
-                .ok_or_else(|| LayoutError::UnknownField(name.trim().to_string()))?;
+            let (name, width) = item.split_once(':').ok_or_else(|| LayoutError::Malformed(item.to_string()))?;
+            let field =
+                Field::from_name(name.trim()).ok_or_else(|| LayoutError::UnknownField(name.trim().to_string()))?;
             let width_text = width.trim();
-            let width = width_text
-                .parse::<u32>()
-                .ok()
-                .filter(|w| (1..=MAX_BITS).contains(w))
-                .ok_or_else(|| LayoutError::BadWidth {
-                    field: field.name(),
-                    width: width_text.to_string(),
+            let width =
+                width_text.parse::<u32>().ok().filter(|w| (1..=field.max_width()).contains(w)).ok_or_else(|| {
+                    LayoutError::BadWidth { field: field.name(), width: width_text.to_string(), max: field.max_width() }
                 })?;
             if widths[field.index()] != 0 {
                 return Err(LayoutError::Duplicate(field.name()));
@@ -215,12 +210,7 @@ impl Layout {
 
     /// Fields from the high bits down.
     pub fn fields(&self) -> impl Iterator<Item = (Field, BitField)> + '_ {
-        self.order[..self.len].iter().map(|&f| {
-            (
-                f,
-                self.fields[f.index()].expect("ordered fields are present"),
-            )
-        })
+        self.order[..self.len].iter().map(|&f| (f, self.fields[f.index()].expect("ordered fields are present")))
     }
 
     /// The number of bits used.
@@ -255,53 +245,20 @@ pub(crate) mod tests {
     #[test]
     fn twitter_split() {
         let l = Layout::parse("timestamp:41,datacenter:5,worker:5,sequence:12").unwrap();
-        assert_eq!(
-            l.timestamp(),
-            BitField {
-                shift: 22,
-                width: 41
-            }
-        );
-        assert_eq!(
-            l.field(Field::Datacenter),
-            Some(BitField {
-                shift: 17,
-                width: 5
-            })
-        );
-        assert_eq!(
-            l.field(Field::Worker),
-            Some(BitField {
-                shift: 12,
-                width: 5
-            })
-        );
-        assert_eq!(
-            l.sequence(),
-            BitField {
-                shift: 0,
-                width: 12
-            }
-        );
+        assert_eq!(l.timestamp(), BitField { shift: 22, width: 41 });
+        assert_eq!(l.field(Field::Datacenter), Some(BitField { shift: 17, width: 5 }));
+        assert_eq!(l.field(Field::Worker), Some(BitField { shift: 12, width: 5 }));
+        assert_eq!(l.sequence(), BitField { shift: 0, width: 12 });
         assert_eq!(l.field(Field::ClockBack), None);
         assert_eq!(l.bits(), 63);
-        assert_eq!(
-            l.to_string(),
-            "timestamp:41,datacenter:5,worker:5,sequence:12"
-        );
+        assert_eq!(l.to_string(), "timestamp:41,datacenter:5,worker:5,sequence:12");
     }
 
     #[test]
     fn spaces_and_case_are_forgiven() {
         let l = Layout::parse(" Timestamp : 39 , SEQUENCE:8, worker:16 ").unwrap();
         assert_eq!(l.to_string(), "timestamp:39,sequence:8,worker:16");
-        assert_eq!(
-            l.field(Field::Worker),
-            Some(BitField {
-                shift: 0,
-                width: 16
-            })
-        );
+        assert_eq!(l.field(Field::Worker), Some(BitField { shift: 0, width: 16 }));
     }
 
     #[test]
@@ -314,38 +271,18 @@ pub(crate) mod tests {
     #[test]
     fn refusals_say_why() {
         use LayoutError::*;
-        let cases: [(&str, LayoutError); 10] = [
+        let cases: [(&str, LayoutError); 11] = [
             ("", Empty),
             ("timestamp", Malformed("timestamp".into())),
-            (
-                "timestamp:41,shard:10,sequence:12",
-                UnknownField("shard".into()),
-            ),
-            (
-                "timestamp:0,sequence:12",
-                BadWidth {
-                    field: "timestamp",
-                    width: "0".into(),
-                },
-            ),
-            (
-                "timestamp:x,sequence:12",
-                BadWidth {
-                    field: "timestamp",
-                    width: "x".into(),
-                },
-            ),
-            (
-                "timestamp:41,worker:5,worker:5,sequence:12",
-                Duplicate("worker"),
-            ),
+            ("timestamp:41,shard:10,sequence:12", UnknownField("shard".into())),
+            ("timestamp:0,sequence:12", BadWidth { field: "timestamp", width: "0".into(), max: 63 }),
+            ("timestamp:x,sequence:12", BadWidth { field: "timestamp", width: "x".into(), max: 63 }),
+            ("timestamp:20,sequence:32", BadWidth { field: "sequence", width: "32".into(), max: 31 }),
+            ("timestamp:41,worker:5,worker:5,sequence:12", Duplicate("worker")),
             ("worker:10,sequence:12", Missing("timestamp")),
             ("timestamp:41,worker:10", Missing("sequence")),
             ("sequence:12,timestamp:41", SequenceAboveTimestamp),
-            (
-                "timestamp:42,datacenter:5,worker:5,sequence:12",
-                TooWide(64),
-            ),
+            ("timestamp:42,datacenter:5,worker:5,sequence:12", TooWide(64)),
         ];
         for (spec, want) in cases {
             assert_eq!(Layout::parse(spec), Err(want), "{spec:?}");
@@ -364,33 +301,21 @@ pub(crate) mod tests {
     pub(crate) fn arb_layout() -> impl Strategy<Value = Layout> {
         // Random optional fields with random widths, in a random order that keeps
         // timestamp above sequence, trimmed to fit 63 bits.
-        (
-            proptest::collection::vec((0usize..4, 1u32..20), 0..4),
-            1u32..45,
-            1u32..20,
-            any::<u64>(),
-        )
-            .prop_filter_map("must fit", |(extras, ts, seq, shuffle)| {
-                let mut items: Vec<(Field, u32)> =
-                    vec![(Field::Timestamp, ts), (Field::Sequence, seq)];
-                let optional = [
-                    Field::Datacenter,
-                    Field::Worker,
-                    Field::ClockBack,
-                    Field::Reserved,
-                ];
+        (proptest::collection::vec((0usize..4, 1u32..20), 0..4), 1u32..45, 1u32..20, any::<u64>()).prop_filter_map(
+            "must fit",
+            |(extras, ts, seq, shuffle)| {
+                let mut items: Vec<(Field, u32)> = vec![(Field::Timestamp, ts), (Field::Sequence, seq)];
+                let optional = [Field::Datacenter, Field::Worker, Field::ClockBack, Field::Reserved];
                 for (i, w) in extras {
                     if !items.iter().any(|(f, _)| *f == optional[i]) {
                         let at = (shuffle as usize >> (i * 3)) % (items.len() + 1);
                         items.insert(at, (optional[i], w));
                     }
                 }
-                let spec: Vec<String> = items
-                    .iter()
-                    .map(|(f, w)| format!("{}:{w}", f.name()))
-                    .collect();
+                let spec: Vec<String> = items.iter().map(|(f, w)| format!("{}:{w}", f.name())).collect();
                 Layout::parse(&spec.join(",")).ok()
-            })
+            },
+        )
     }
 
     proptest! {

@@ -63,9 +63,7 @@ pub const PRESETS: [Preset; 5] = [
 pub const DEFAULT_SPEC: &str = "timestamp:41,datacenter:5,worker:5,sequence:12";
 
 pub fn find(name: &str) -> Option<&'static Preset> {
-    PRESETS
-        .iter()
-        .find(|p| p.name.eq_ignore_ascii_case(name.trim()))
+    PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name.trim()))
 }
 
 /// A layout setting resolved: the layout, and the epoch and tick that come with
@@ -83,19 +81,9 @@ pub struct ResolvedLayout {
 pub fn resolve(setting: &str) -> Result<ResolvedLayout, LayoutError> {
     if let Some(p) = find(setting) {
         let layout = Layout::parse(p.spec).expect("presets are valid");
-        return Ok(ResolvedLayout {
-            layout,
-            epoch: p.epoch,
-            tick_ms: p.tick_ms,
-            preset: Some(p),
-        });
+        return Ok(ResolvedLayout { layout, epoch: p.epoch, tick_ms: p.tick_ms, preset: Some(p) });
     }
-    Layout::parse(setting).map(|layout| ResolvedLayout {
-        layout,
-        epoch: DEFAULT_EPOCH,
-        tick_ms: 1,
-        preset: None,
-    })
+    Layout::parse(setting).map(|layout| ResolvedLayout { layout, epoch: DEFAULT_EPOCH, tick_ms: 1, preset: None })
 }
 
 #[cfg(test)]

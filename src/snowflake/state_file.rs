@@ -48,10 +48,7 @@ impl StateRecord {
 
     /// The mark in ticks of `time` (rounded up, so it stays a floor).
     pub fn mark_in(&self, time: &TimeBase) -> Mark {
-        Mark {
-            tick: time.tick_at_or_after(self.mark),
-            clock_back: self.clock_back,
-        }
+        Mark { tick: time.tick_at_or_after(self.mark), clock_back: self.clock_back }
     }
 
     /// Settings that differ between the file and the server, as `name (file → now)`.
@@ -62,31 +59,11 @@ impl StateRecord {
                 changed.push(format!("{name} ({was} → {now})"));
             }
         };
-        check(
-            "snowflake.layout",
-            self.layout.clone(),
-            codec.layout.to_string(),
-        );
-        check(
-            "snowflake.epoch",
-            self.epoch.to_string(),
-            codec.time.epoch().to_string(),
-        );
-        check(
-            "snowflake.tick_ms",
-            self.tick_ms.to_string(),
-            codec.time.tick_ms().to_string(),
-        );
-        check(
-            "snowflake.datacenter_id",
-            self.node.datacenter.to_string(),
-            node.datacenter.to_string(),
-        );
-        check(
-            "snowflake.worker_id",
-            self.node.worker.to_string(),
-            node.worker.to_string(),
-        );
+        check("snowflake.layout", self.layout.clone(), codec.layout.to_string());
+        check("snowflake.epoch", self.epoch.to_string(), codec.time.epoch().to_string());
+        check("snowflake.tick_ms", self.tick_ms.to_string(), codec.time.tick_ms().to_string());
+        check("snowflake.datacenter_id", self.node.datacenter.to_string(), node.datacenter.to_string());
+        check("snowflake.worker_id", self.node.worker.to_string(), node.worker.to_string());
         changed
     }
 
@@ -122,30 +99,19 @@ impl StateRecord {
                 .ok_or_else(|| format!("it has no {key} line"))
         };
         let number = |key: &str| -> Result<u64, String> {
-            value(key)?
-                .parse::<u64>()
-                .map_err(|_| format!("its {key} is not a number"))
+            value(key)?.parse::<u64>().map_err(|_| format!("its {key} is not a number"))
         };
         if value("version")? != VERSION {
-            return Err(format!(
-                "its version {} is not {VERSION}",
-                value("version")?
-            ));
+            return Err(format!("its version {} is not {VERSION}", value("version")?));
         }
-        let instant = |key: &str| {
-            parse_instant(value(key)?).map_err(|e| format!("its {key} is invalid: {e}"))
-        };
+        let instant = |key: &str| parse_instant(value(key)?).map_err(|e| format!("its {key} is invalid: {e}"));
         Ok(StateRecord {
             mark: instant("mark_unix_ms")?,
             clock_back: number("clock_back")?,
             layout: value("layout")?.to_string(),
             epoch: instant("epoch_unix_ms")?,
-            tick_ms: u32::try_from(number("tick_ms")?)
-                .map_err(|_| "its tick_ms is out of range")?,
-            node: Node {
-                datacenter: number("datacenter_id")?,
-                worker: number("worker_id")?,
-            },
+            tick_ms: u32::try_from(number("tick_ms")?).map_err(|_| "its tick_ms is out of range")?,
+            node: Node { datacenter: number("datacenter_id")?, worker: number("worker_id")? },
         })
     }
 }
@@ -161,11 +127,8 @@ pub enum StateFileError {
 pub fn read(path: &Path) -> Result<Option<StateRecord>, StateFileError> {
     match fs::read(path) {
         Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| StateFileError::Corrupt("it is not text".into()))?;
-            StateRecord::parse(&text)
-                .map(Some)
-                .map_err(StateFileError::Corrupt)
+            let text = String::from_utf8(bytes).map_err(|_| StateFileError::Corrupt("it is not text".into()))?;
+            StateRecord::parse(&text).map(Some).map_err(StateFileError::Corrupt)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StateFileError::Unreadable(e)),
@@ -176,20 +139,12 @@ pub fn read(path: &Path) -> Result<Option<StateRecord>, StateFileError> {
 /// crash at any point leaves either the old or the new contents on disk.
 pub fn write(path: &Path, contents: &str) -> io::Result<()> {
     let tmp = temp_path(path);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
     file.write_all(contents.as_bytes())?;
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, path)?;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     File::open(dir)?.sync_all()
 }
 
@@ -205,11 +160,7 @@ fn crc32(bytes: &[u8]) -> u32 {
     for &b in bytes {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
         }
     }
     !crc
@@ -227,22 +178,11 @@ mod tests {
     }
 
     fn record() -> StateRecord {
-        StateRecord::new(
-            Mark {
-                tick: 123_456_789,
-                clock_back: 2,
-            },
-            &codec(),
-            Node {
-                datacenter: 3,
-                worker: 17,
-            },
-        )
+        StateRecord::new(Mark { tick: 123_456_789, clock_back: 2 }, &codec(), Node { datacenter: 3, worker: 17 })
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("snowflake-state-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("snowflake-state-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir.join(FILE_NAME)
@@ -257,27 +197,15 @@ mod tests {
     fn render_parse_round_trip() {
         let r = record();
         assert_eq!(StateRecord::parse(&r.render()), Ok(r.clone()));
-        assert_eq!(
-            r.mark_in(&codec().time),
-            Mark {
-                tick: 123_456_789,
-                clock_back: 2
-            }
-        );
+        assert_eq!(r.mark_in(&codec().time), Mark { tick: 123_456_789, clock_back: 2 });
     }
 
     #[test]
     fn any_edit_is_noticed() {
         let text = record().render();
         let edited = text.replace("clock_back=2", "clock_back=0");
-        assert_eq!(
-            StateRecord::parse(&edited),
-            Err("its checksum does not match its contents".into())
-        );
-        assert!(
-            StateRecord::parse(&text[..text.len() / 2]).is_err(),
-            "a torn file"
-        );
+        assert_eq!(StateRecord::parse(&edited), Err("its checksum does not match its contents".into()));
+        assert!(StateRecord::parse(&text[..text.len() / 2]).is_err(), "a torn file");
         assert!(StateRecord::parse("").is_err());
         for i in 0..text.len() {
             let mut bytes = text.clone().into_bytes();
@@ -298,10 +226,7 @@ mod tests {
         write(&path, &record().render()).unwrap();
         assert_eq!(read(&path).unwrap(), Some(record()));
         assert!(!temp_path(&path).exists());
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]
@@ -320,13 +245,7 @@ mod tests {
     fn a_changed_setting_is_named() {
         let r = record();
         assert!(r.changed_settings(&codec(), r.node).is_empty());
-        let moved = r.changed_settings(
-            &codec(),
-            Node {
-                datacenter: 3,
-                worker: 18,
-            },
-        );
+        let moved = r.changed_settings(&codec(), Node { datacenter: 3, worker: 18 });
         assert_eq!(moved, vec!["snowflake.worker_id (17 → 18)".to_string()]);
     }
 }

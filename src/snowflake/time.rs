@@ -29,9 +29,7 @@ pub struct TimeBase {
 impl TimeBase {
     /// Returns `None` when `tick_ms` is outside `1..=MAX_TICK_MS`.
     pub fn new(epoch: UnixMillis, tick_ms: u32) -> Option<Self> {
-        (1..=MAX_TICK_MS)
-            .contains(&tick_ms)
-            .then_some(Self { epoch, tick_ms })
+        (1..=MAX_TICK_MS).contains(&tick_ms).then_some(Self { epoch, tick_ms })
     }
 
     pub fn epoch(&self) -> UnixMillis {
@@ -55,9 +53,7 @@ impl TimeBase {
 
     /// The first instant of `tick`, or `None` past the range of `i64` milliseconds.
     pub fn start_of(&self, tick: u64) -> Option<UnixMillis> {
-        let offset = i64::try_from(tick)
-            .ok()?
-            .checked_mul(i64::from(self.tick_ms))?;
+        let offset = i64::try_from(tick).ok()?.checked_mul(i64::from(self.tick_ms))?;
         self.epoch.0.checked_add(offset).map(UnixMillis)
     }
 
@@ -87,13 +83,7 @@ impl fmt::Display for UnixMillis {
         let ms_of_day = self.0.rem_euclid(MS_PER_DAY);
         let (y, m, d) = civil_from_days(days);
         let (secs, ms) = (ms_of_day / 1000, ms_of_day % 1000);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )?;
+        write!(f, "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)?;
         if ms != 0 {
             write!(f, ".{ms:03}")?;
         }
@@ -114,15 +104,9 @@ pub fn parse_instant(text: &str) -> Result<UnixMillis, String> {
     if s.bytes().all(|b| b.is_ascii_digit())
         || (s.starts_with('-') && s.len() > 1 && s[1..].bytes().all(|b| b.is_ascii_digit()))
     {
-        return s
-            .parse::<i64>()
-            .map(UnixMillis)
-            .map_err(|_| "the number of milliseconds is out of range".into());
+        return s.parse::<i64>().map(UnixMillis).map_err(|_| "the number of milliseconds is out of range".into());
     }
-    let mut p = Cursor {
-        s: s.as_bytes(),
-        i: 0,
-    };
+    let mut p = Cursor { s: s.as_bytes(), i: 0 };
     let year = p.digits(4, "a four-digit year")?;
     p.expect(b'-')?;
     let month = p.digits(2, "a two-digit month")?;
@@ -133,9 +117,7 @@ pub fn parse_instant(text: &str) -> Result<UnixMillis, String> {
     }
     let mut ms_of_day = 0i64;
     let mut offset_min = 0i64;
-    if p.peek()
-        .is_some_and(|b| b == b' ' || b == b'T' || b == b't')
-    {
+    if p.peek().is_some_and(|b| b == b' ' || b == b'T' || b == b't') {
         p.i += 1;
         let h = p.digits(2, "a two-digit hour")?;
         p.expect(b':')?;
@@ -163,9 +145,7 @@ pub fn parse_instant(text: &str) -> Result<UnixMillis, String> {
             if frac.len() > 3 && frac[3..].bytes().any(|b| b != b'0') {
                 return Err("the epoch has a precision of one millisecond".into());
             }
-            frac_ms = format!("{:0<3}", &frac[..frac.len().min(3)])
-                .parse::<i64>()
-                .unwrap_or(0);
+            frac_ms = format!("{:0<3}", &frac[..frac.len().min(3)]).parse::<i64>().unwrap_or(0);
         }
         ms_of_day = ((h * 60 + mi) * 60 + sec) * 1000 + frac_ms;
         while p.peek() == Some(b' ') {
@@ -215,11 +195,7 @@ impl Cursor<'_> {
             self.i += 1;
             Ok(())
         } else {
-            Err(format!(
-                "expected \"{}\" at position {}",
-                b as char,
-                self.i + 1
-            ))
+            Err(format!("expected \"{}\" at position {}", b as char, self.i + 1))
         }
     }
 
@@ -281,18 +257,9 @@ mod tests {
         assert_eq!(parse_instant("2025-01-01 00:00:00+00"), Ok(DEFAULT_EPOCH));
         assert_eq!(parse_instant("2025-01-01"), Ok(DEFAULT_EPOCH));
         assert_eq!(parse_instant("1735689600000"), Ok(DEFAULT_EPOCH));
-        assert_eq!(
-            parse_instant("2015-01-01T00:00:00.000Z"),
-            Ok(UnixMillis(1_420_070_400_000))
-        );
-        assert_eq!(
-            parse_instant("2010-11-04 01:42:54.657+00"),
-            Ok(UnixMillis(1_288_834_974_657))
-        );
-        assert_eq!(
-            parse_instant("2025-01-01 05:30:00+05:30"),
-            Ok(DEFAULT_EPOCH)
-        );
+        assert_eq!(parse_instant("2015-01-01T00:00:00.000Z"), Ok(UnixMillis(1_420_070_400_000)));
+        assert_eq!(parse_instant("2010-11-04 01:42:54.657+00"), Ok(UnixMillis(1_288_834_974_657)));
+        assert_eq!(parse_instant("2025-01-01 05:30:00+05:30"), Ok(DEFAULT_EPOCH));
         assert_eq!(parse_instant("2024-12-31 19:00:00-0500"), Ok(DEFAULT_EPOCH));
         assert_eq!(parse_instant(" 2025-01-01 00:00 "), Ok(DEFAULT_EPOCH));
     }
@@ -317,10 +284,7 @@ mod tests {
     #[test]
     fn formats_like_postgres_in_utc() {
         assert_eq!(DEFAULT_EPOCH.to_string(), "2025-01-01 00:00:00+00");
-        assert_eq!(
-            UnixMillis(1_462_015_105_796).to_string(),
-            "2016-04-30 11:18:25.796+00"
-        );
+        assert_eq!(UnixMillis(1_462_015_105_796).to_string(), "2016-04-30 11:18:25.796+00");
         assert_eq!(UnixMillis(-1).to_string(), "1969-12-31 23:59:59.999+00");
     }
 

@@ -9,14 +9,8 @@ use crate::snowflake::layout::Layout;
 use crate::snowflake::time::{TimeBase, UnixMillis};
 
 fn template(spec: &str) -> IdTemplate {
-    let codec = Codec::new(
-        Layout::parse(spec).unwrap(),
-        TimeBase::new(UnixMillis(0), 1).unwrap(),
-    );
-    codec.template(Node {
-        datacenter: 1,
-        worker: 2,
-    })
+    let codec = Codec::new(Layout::parse(spec).unwrap(), TimeBase::new(UnixMillis(0), 1).unwrap());
+    codec.template(Node { datacenter: 1, worker: 2 })
 }
 
 fn ok(_: Mark) -> Result<(), Infallible> {
@@ -82,10 +76,7 @@ fn a_step_back_beyond_the_bound_waits_for_the_clock() {
     let t = template(SMALL);
     let mut g = Generator::new(t, 10, None).unwrap();
     take(&mut g, 1000, 1, 100);
-    assert_eq!(
-        g.reserve(800, 1, 100, ok),
-        Err(Refusal::Wait { until: 900 })
-    );
+    assert_eq!(g.reserve(800, 1, 100, ok), Err(Refusal::Wait { until: 900 }));
     assert_eq!(g.stats().ids_issued, 1);
     assert!(!take(&mut g, 900, 1, 100).is_empty());
 }
@@ -105,13 +96,7 @@ fn the_mark_is_written_before_issuing_beyond_it_and_at_most_once_per_window() {
         assert!(block.last_tick() < written.last().unwrap().tick);
     }
     assert_eq!(written.len(), 10);
-    assert_eq!(
-        written[0],
-        Mark {
-            tick: 110,
-            clock_back: 0
-        }
-    );
+    assert_eq!(written[0], Mark { tick: 110, clock_back: 0 });
     assert_eq!(g.stats().marks_written, 10);
 }
 
@@ -121,10 +106,7 @@ fn a_failed_write_issues_nothing() {
     let mut g = Generator::new(t, 10, None).unwrap();
     take(&mut g, 100, 1, 0);
     let before = g.next;
-    assert_eq!(
-        g.reserve(200, 1, 0, |_| Err("disk full")),
-        Err(Refusal::Persist("disk full"))
-    );
+    assert_eq!(g.reserve(200, 1, 0, |_| Err("disk full")), Err(Refusal::Persist("disk full")));
     assert_eq!((g.next, g.mark, g.stats().ids_issued), (before, 110, 1));
 }
 
@@ -135,12 +117,7 @@ fn a_restart_resumes_above_the_mark_whatever_the_clock_says() {
     let mut g = Generator::new(t, 10, None).unwrap();
     let mut before = Vec::new();
     for now in 1000..1005 {
-        before.extend(
-            g.reserve(now, 3, 1_000_000, |m| {
-                Ok::<(), Infallible>(durable = Some(m))
-            })
-            .unwrap(),
-        );
+        before.extend(g.reserve(now, 3, 1_000_000, |m| Ok::<(), Infallible>(durable = Some(m))).unwrap());
     }
     // The clock is an hour behind after the restart.
     let mut g = Generator::new(t, 10, durable).unwrap();
@@ -159,10 +136,7 @@ fn the_timestamp_field_runs_out_with_an_error_not_a_wrap() {
     assert_eq!(g.reserve(15, 1, 10, ok), Err(Refusal::TimestampExhausted));
     assert_eq!(g.reserve(16, 1, 0, ok), Err(Refusal::TimestampExhausted));
     let mut fresh = Generator::new(t, 1, None).unwrap();
-    assert_eq!(
-        fresh.reserve(1 << 40, 1, 0, ok),
-        Err(Refusal::TimestampExhausted)
-    );
+    assert_eq!(fresh.reserve(1 << 40, 1, 0, ok), Err(Refusal::TimestampExhausted));
 }
 
 #[test]
@@ -187,17 +161,8 @@ fn clock_back_mode_starts_a_new_era_at_the_wall_clock() {
     let after = g.reserve(500, 1, 5, &mut persist).unwrap().next().unwrap();
     assert_eq!(g.clock_back(), 1);
     assert_eq!(t.tick_of(g.next - 1), 500);
-    assert!(
-        after > before,
-        "clock_back above the timestamp keeps IDs increasing"
-    );
-    assert_eq!(
-        written.last(),
-        Some(&Mark {
-            tick: 510,
-            clock_back: 1
-        })
-    );
+    assert!(after > before, "clock_back above the timestamp keeps IDs increasing");
+    assert_eq!(written.last(), Some(&Mark { tick: 510, clock_back: 1 }));
 }
 
 #[test]
@@ -205,50 +170,20 @@ fn clock_back_mode_still_waits_when_it_merely_ran_ahead() {
     let t = template(WITH_CB);
     let mut g = Generator::new(t, 10, None).unwrap();
     take(&mut g, 1000, 4, 0);
-    assert_eq!(
-        g.reserve(1000, 1, 0, ok),
-        Err(Refusal::Wait { until: 1001 })
-    );
+    assert_eq!(g.reserve(1000, 1, 0, ok), Err(Refusal::Wait { until: 1001 }));
     assert_eq!(g.clock_back(), 0);
 }
 
 #[test]
 fn clock_back_mode_errors_when_the_counter_would_wrap() {
     let t = template(WITH_CB);
-    let mut g = Generator::new(
-        t,
-        10,
-        Some(Mark {
-            tick: 1000,
-            clock_back: 3,
-        }),
-    )
-    .unwrap();
+    let mut g = Generator::new(t, 10, Some(Mark { tick: 1000, clock_back: 3 })).unwrap();
     assert_eq!(g.reserve(10, 1, 5, ok), Err(Refusal::ClockBackExhausted));
     assert_eq!(
-        Generator::new(
-            t,
-            10,
-            Some(Mark {
-                tick: 1,
-                clock_back: 4
-            })
-        )
-        .err(),
-        Some(ClockBackOutOfRange {
-            recorded: 4,
-            max: 3
-        })
+        Generator::new(t, 10, Some(Mark { tick: 1, clock_back: 4 })).err(),
+        Some(ClockBackOutOfRange { recorded: 4, max: 3 })
     );
-    assert!(Generator::new(
-        template(SMALL),
-        10,
-        Some(Mark {
-            tick: 1,
-            clock_back: 1
-        })
-    )
-    .is_err());
+    assert!(Generator::new(template(SMALL), 10, Some(Mark { tick: 1, clock_back: 1 })).is_err());
 }
 
 // ---- Property tests: random clocks, crashes and restarts ------------------------------

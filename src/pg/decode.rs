@@ -1,0 +1,182 @@
+//! Reading IDs: `snowflake_decode`, `snowflake_timestamp`, `snowflake_from_timestamp`.
+
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
+
+use super::error::{raise, DATETIME_VALUE_OUT_OF_RANGE};
+use super::shmem;
+use crate::snowflake::codec::{Codec, Decoded};
+use crate::snowflake::config::sentence;
+use crate::snowflake::preset;
+use crate::snowflake::time::{TimeBase, UnixMillis};
+
+/// Microseconds from the Unix epoch to PostgreSQL's, 2000-01-01.
+const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
+/// The fields of an ID under the server's layout; NULL for fields it lacks.
+#[pg_extern(stable, parallel_safe, strict)]
+fn snowflake_decode(
+    id: i64,
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(datacenter_id, Option<i32>),
+        name!(worker_id, Option<i32>),
+        name!(sequence, i32),
+        name!(clock_back, Option<i32>),
+    ),
+> {
+    let codec = &shmem::config().codec;
+    let d = decode(codec, id);
+    TableIterator::once((
+        timestamp_of(codec, id, &d),
+        int(d.datacenter),
+        int(d.worker),
+        d.sequence as i32,
+        int(d.clock_back),
+    ))
+}
+
+/// The fields of an ID under any layout (a preset or a field list), to read IDs
+/// of other systems. A NULL epoch or tick means the preset's own, or for a
+/// field list the defaults (2025-01-01 00:00:00+00, 1 ms).
+#[pg_extern(immutable, parallel_safe, name = "snowflake_decode")]
+fn snowflake_decode_with_layout(
+    id: Option<i64>,
+    layout: Option<&str>,
+    epoch: default!(Option<TimestampWithTimeZone>, "NULL"),
+    tick_ms: default!(Option<i32>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(datacenter_id, Option<i32>),
+        name!(worker_id, Option<i32>),
+        name!(sequence, i32),
+        name!(clock_back, Option<i32>),
+    ),
+> {
+    let (Some(id), Some(layout)) = (id, layout) else {
+        return TableIterator::new(std::iter::empty());
+    };
+    let codec = codec_for(layout, epoch, tick_ms);
+    let d = decode(&codec, id);
+    TableIterator::once((
+        timestamp_of(&codec, id, &d),
+        int(d.datacenter),
+        int(d.worker),
+        d.sequence as i32,
+        int(d.clock_back),
+    ))
+}
+
+/// When an ID was generated (the start of its tick).
+#[pg_extern(stable, parallel_safe, strict)]
+fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
+    let codec = &shmem::config().codec;
+    timestamp_of(codec, id, &decode(codec, id))
+}
+
+/// The smallest ID of the tick `ts` falls in (every other field zero), for
+/// `WHERE id >= snowflake_from_timestamp(a) AND id < snowflake_from_timestamp(b)`.
+#[pg_extern(stable, parallel_safe, strict)]
+fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
+    let codec = &shmem::config().codec;
+    let out_of_range = |detail: String| -> ! {
+        raise(
+            PgLogLevel::ERROR,
+            DATETIME_VALUE_OUT_OF_RANGE,
+            "timestamp out of range for snowflake IDs".into(),
+            Some(sentence(&detail)),
+            Some(format!("Snowflake IDs cover {} to {}.", codec.time.epoch(), last_instant(codec))),
+        )
+    };
+    let Some(t) = unix_millis(ts) else { out_of_range("the timestamp is infinite".into()) };
+    codec.first_id_at(t).unwrap_or_else(|e| out_of_range(e.to_string()))
+}
+
+fn decode(codec: &Codec, id: i64) -> Decoded {
+    codec.decode(id).unwrap_or_else(|e| {
+        raise(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid snowflake ID: {id}"),
+            Some(sentence(&e.to_string())),
+            Some(format!("The layout is {}; check that the ID was generated with it.", codec.layout)),
+        )
+    })
+}
+
+fn timestamp_of(codec: &Codec, id: i64, d: &Decoded) -> TimestampWithTimeZone {
+    codec.instant_of(d.tick).and_then(timestamptz).unwrap_or_else(|| {
+        raise(
+            PgLogLevel::ERROR,
+            DATETIME_VALUE_OUT_OF_RANGE,
+            format!("timestamp of snowflake ID {id} is out of range"),
+            Some(format!("Its tick {} is beyond the range of timestamp with time zone.", d.tick)),
+            None,
+        )
+    })
+}
+
+fn last_instant(codec: &Codec) -> String {
+    codec.last_instant().map_or_else(|| "the end of time".into(), |t| t.to_string())
+}
+
+fn int(v: Option<u64>) -> Option<i32> {
+    // Layouts keep node, sequence and clock_back fields within 31 bits.
+    v.map(|v| v as i32)
+}
+
+/// A finite instant as a `timestamptz`, if PostgreSQL can hold it.
+pub fn timestamptz(t: UnixMillis) -> Option<TimestampWithTimeZone> {
+    let micros = t.0.checked_sub(PG_EPOCH_UNIX_MS)?.checked_mul(1000)?;
+    let ts = TimestampWithTimeZone::try_from(micros).ok()?;
+    ts.is_finite().then_some(ts)
+}
+
+/// A `timestamptz` in Unix milliseconds (rounded down); `None` for infinities.
+pub fn unix_millis(ts: TimestampWithTimeZone) -> Option<UnixMillis> {
+    if !ts.is_finite() {
+        return None;
+    }
+    Some(UnixMillis(ts.into_inner().div_euclid(1000) + PG_EPOCH_UNIX_MS))
+}
+
+fn codec_for(layout: &str, epoch: Option<TimestampWithTimeZone>, tick_ms: Option<i32>) -> Codec {
+    let invalid = |what: &str, detail: String, hint: &str| -> ! {
+        raise(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid snowflake {what}"),
+            Some(sentence(&detail)),
+            Some(hint.into()),
+        )
+    };
+    let resolved = preset::resolve(layout).unwrap_or_else(|e| {
+        invalid(
+            "layout",
+            format!("\"{layout}\": {e}"),
+            "Use a preset (twitter, instagram, discord, sonyflake, mastodon) or fields such as \
+             timestamp:41,datacenter:5,worker:5,sequence:12.",
+        )
+    });
+    let epoch = match epoch {
+        Some(ts) => unix_millis(ts)
+            .unwrap_or_else(|| invalid("epoch", "the epoch is infinite".into(), "Give a finite timestamp.")),
+        None => resolved.epoch,
+    };
+    let tick = tick_ms.map_or(resolved.tick_ms as i64, i64::from);
+    let time = u32::try_from(tick).ok().and_then(|t| TimeBase::new(epoch, t)).unwrap_or_else(|| {
+        invalid(
+            "tick",
+            format!(
+                "tick_ms is {tick}, but a tick lasts from 1 to {} milliseconds",
+                crate::snowflake::time::MAX_TICK_MS
+            ),
+            "Use 1 for millisecond timestamps.",
+        )
+    });
+    Codec::new(resolved.layout, time)
+}

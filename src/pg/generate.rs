@@ -1,0 +1,252 @@
+//! `snowflake_next_id()` and `snowflake_next_ids(n)`.
+
+use std::time::{Duration, Instant};
+
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
+
+use super::error::{file_access_code, os_message, raise, report};
+use super::shmem::{self, GENERATOR};
+use super::{clock, guc};
+use crate::snowflake::generator::{Block, Refusal};
+
+/// The most IDs one `snowflake_next_ids` call hands out.
+pub const MAX_IDS_PER_CALL: i32 = 100_000_000;
+
+/// Sleep at most this long between looks at the clock while waiting, so a
+/// clock that is corrected forward is noticed quickly.
+const MAX_NAP: Duration = Duration::from_millis(100);
+
+/// A new ID, unique on this server and greater than every ID it issued before.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_next_id() -> i64 {
+    reserve(1).next().expect("a block holds at least one ID")
+}
+
+/// `n` new IDs in increasing order, taken in blocks with one lock round-trip each.
+#[pg_extern(volatile, parallel_safe, strict)]
+fn snowflake_next_ids(n: i32) -> SetOfIterator<'static, i64> {
+    if !(0..=MAX_IDS_PER_CALL).contains(&n) {
+        raise(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("number of IDs must be between 0 and {MAX_IDS_PER_CALL}, not {n}"),
+            None,
+            Some("Call snowflake_next_ids() several times for more IDs.".into()),
+        );
+    }
+    SetOfIterator::new(Ids { remaining: n as u64, block: None })
+}
+
+struct Ids {
+    remaining: u64,
+    block: Option<Block>,
+}
+
+impl Iterator for Ids {
+    type Item = i64;
+
+    #[inline]
+    fn next(&mut self) -> Option<i64> {
+        loop {
+            if let Some(id) = self.block.as_mut().and_then(Iterator::next) {
+                return Some(id);
+            }
+            if self.remaining == 0 {
+                return None;
+            }
+            let block = reserve(self.remaining);
+            self.remaining -= block.len();
+            self.block = Some(block);
+        }
+    }
+}
+
+/// Takes up to `want` consecutive IDs from the shared generator, waiting for
+/// the clock when the generator may not run further ahead of it.
+pub fn reserve(want: u64) -> Block {
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        refuse_during_recovery();
+    }
+    let time = shmem::config().codec.time;
+    let mut waiting_since: Option<Instant> = None;
+    loop {
+        let drift = time.ticks_in(guc::max_drift_ms());
+        let (result, now, step_back) = {
+            let mut shared = GENERATOR.exclusive();
+            // Read the clock under the lock, so that readings reach the
+            // generator in order and a slow backend is not taken for a step back.
+            let now_ms = clock::now();
+            let now = time.tick_of(now_ms);
+            let result = shared.generator.reserve(now, want, drift, shmem::persist);
+            (result, now, shared.take_step_back_report(now_ms))
+        };
+        if let Some(r) = step_back {
+            report_step_back(r);
+        }
+        let refusal = match result {
+            Ok(block) => {
+                if let Some(since) = waiting_since {
+                    record_wait(since);
+                }
+                return block;
+            }
+            Err(refusal) => refusal,
+        };
+        match refusal {
+            Refusal::Wait { until } => {
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                let max_wait = Duration::from_millis(guc::max_wait_ms());
+                let waited = since.elapsed();
+                if waited >= max_wait {
+                    record_wait(since);
+                    refuse_clock_behind(until.saturating_sub(now), drift);
+                }
+                let ahead = Duration::from_millis(time.ms_in(until.saturating_sub(now).max(1) as u64));
+                nap(ahead.min(max_wait - waited).min(MAX_NAP));
+            }
+            Refusal::TimestampExhausted => refuse_timestamp_exhausted(),
+            Refusal::ClockBackExhausted => raise(
+                PgLogLevel::ERROR,
+                PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+                "the clock_back field of snowflake IDs is used up".into(),
+                Some(format!(
+                    "The system clock went back beyond snowflake.max_clock_drift more often than the clock_back \
+                     field can count ({} times).",
+                    shmem::config()
+                        .codec
+                        .layout
+                        .field(crate::snowflake::layout::Field::ClockBack)
+                        .map_or(0, |b| b.max())
+                )),
+                Some(
+                    "Raise snowflake.max_clock_drift to ride out step backs, or wait until the clock passes the \
+                     state file's mark; fix the clock's synchronisation."
+                        .into(),
+                ),
+            ),
+            Refusal::Persist(e) => raise(
+                PgLogLevel::ERROR,
+                file_access_code(&e),
+                format!(
+                    "could not write snowflake_id state file \"{}\": {}",
+                    shmem::state_path().display(),
+                    os_message(&e)
+                ),
+                Some("No ID was issued: the generator records its high-water mark before using it.".into()),
+                None,
+            ),
+        }
+    }
+}
+
+/// Sleeps on the process latch, so that a cancel request, statement_timeout
+/// or postmaster death ends the wait.
+fn nap(d: Duration) {
+    let ms = d.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    check_for_interrupts!();
+}
+
+fn record_wait(since: Instant) {
+    let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+    GENERATOR.exclusive().generator.record_wait(micros);
+}
+
+fn report_step_back(r: shmem::StepBackReport) {
+    report(
+        PgLogLevel::WARNING,
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("system clock went back by {}", format_ms(r.last_step_back_ms)),
+        Some(format!(
+            "snowflake_id keeps issuing increasing IDs with timestamps up to snowflake.max_clock_drift ({}) ahead \
+             of the clock until it catches up. Step backs since the last warning: {}.",
+            format_ms(guc::max_drift_ms()),
+            r.step_backs
+        )),
+        Some("Check this server's time synchronisation; snowflake_status() shows the current drift.".into()),
+    );
+}
+
+fn refuse_during_recovery() -> ! {
+    raise(
+        PgLogLevel::ERROR,
+        PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        "cannot generate snowflake IDs during recovery".into(),
+        Some("A standby shares its primary's snowflake.worker_id and must not issue IDs.".into()),
+        Some(
+            "Generate IDs on the primary. Before promoting this server, give it a snowflake.worker_id that no \
+             other server uses."
+                .into(),
+        ),
+    )
+}
+
+fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64) -> ! {
+    let time = shmem::config().codec.time;
+    let ahead_ms = time.ms_in(ahead_ticks.max(0) as u64 + drift_ticks);
+    raise(
+        PgLogLevel::ERROR,
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("could not generate a snowflake ID: the system clock is {} behind the last ID", format_ms(ahead_ms)),
+        Some(format!(
+            "IDs may run at most snowflake.max_clock_drift ({}) ahead of the clock, and snowflake.max_wait ({}) \
+             passed waiting for it.",
+            format_ms(guc::max_drift_ms()),
+            format_ms(guc::max_wait_ms())
+        )),
+        Some(
+            "Check the system clock. Raising snowflake.max_clock_drift lets IDs continue with timestamps ahead of \
+             the clock."
+                .into(),
+        ),
+    )
+}
+
+fn refuse_timestamp_exhausted() -> ! {
+    let codec = shmem::config().codec;
+    let last = codec.last_instant().map_or_else(|| "the end of time".into(), |t| t.to_string());
+    raise(
+        PgLogLevel::ERROR,
+        PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+        "the snowflake layout's time range is used up".into(),
+        Some(format!(
+            "The {}-bit timestamp field counts {} ms ticks from {} and its last tick starts at {last}.",
+            codec.layout.timestamp().width,
+            codec.time.tick_ms(),
+            codec.time.epoch()
+        )),
+        Some("IDs are never wrapped. Start a new ID space with a later epoch or a wider timestamp field.".into()),
+    )
+}
+
+/// A duration as PostgreSQL shows a millisecond setting: `250ms`, `2s`, `1h`, `1d`.
+pub fn format_ms(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s")];
+    UNITS
+        .iter()
+        .find(|(size, _)| ms >= *size && ms % size == 0)
+        .map_or_else(|| format!("{ms}ms"), |(size, unit)| format!("{}{unit}", ms / size))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations_read_like_show() {
+        use super::format_ms;
+        assert_eq!(format_ms(0), "0ms");
+        assert_eq!(format_ms(250), "250ms");
+        assert_eq!(format_ms(2000), "2s");
+        assert_eq!(format_ms(3_600_000), "1h");
+        assert_eq!(format_ms(86_400_000), "1d");
+        assert_eq!(format_ms(90_000), "90s");
+    }
+}

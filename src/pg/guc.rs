@@ -1,0 +1,228 @@
+//! The `snowflake.*` settings.
+//!
+//! The identity settings (layout, epoch, tick, datacenter and worker) are
+//! `PGC_POSTMASTER`: read once at server start, never changed by `SET`, not
+//! even by a superuser, because two sessions claiming different identities
+//! would break uniqueness. They are validated together, and a bad value stops
+//! the server with a FATAL error naming the setting: PostgreSQL's default for a
+//! rejected extension setting is a WARNING and the built-in default, which for
+//! a worker number would silently make this server collide with another.
+
+use std::ffi::{c_char, c_int, CStr, CString};
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
+
+use super::error::raise;
+use crate::snowflake::config::{Config, ConfigError, Settings};
+
+pub const DEFAULT_LAYOUT: &CStr = c"timestamp:41,datacenter:5,worker:5,sequence:12";
+pub const DEFAULT_EPOCH: &CStr = c"2025-01-01 00:00:00+00";
+
+pub static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_LAYOUT));
+pub static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+pub static TICK_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
+pub static DATACENTER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
+pub static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
+pub static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(24 * 3_600_000);
+pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+
+const LAYOUT_NAME: &CStr = c"snowflake.layout";
+const EPOCH_NAME: &CStr = c"snowflake.epoch";
+const TICK_MS_NAME: &CStr = c"snowflake.tick_ms";
+const DATACENTER_NAME: &CStr = c"snowflake.datacenter_id";
+const WORKER_NAME: &CStr = c"snowflake.worker_id";
+
+/// Defines every setting and returns the validated identity, or stops the
+/// server. Runs in the postmaster while `shared_preload_libraries` load.
+pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
+    // What the configuration says, read before the definitions replace the
+    // placeholders, so that a value PostgreSQL rejects is not silently lost.
+    let raw_epoch = raw_setting(EPOCH_NAME);
+    let raw_tick = raw_setting(TICK_MS_NAME);
+    let raw_datacenter = raw_setting(DATACENTER_NAME);
+    let raw_worker = raw_setting(WORKER_NAME);
+
+    define_identity_settings();
+    define_runtime_settings();
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
+
+    let layout = string_value(&LAYOUT);
+    let epoch = raw_epoch.is_some().then(|| string_value(&EPOCH));
+    let int = |name: &'static CStr, raw: &Option<String>, setting: &GucSetting<i32>| match raw {
+        Some(text) => parse_int(name, text),
+        None => i64::from(setting.get()),
+    };
+    let settings = Settings {
+        layout: &layout,
+        epoch: epoch.as_deref(),
+        tick_ms: raw_tick.as_ref().map(|t| parse_int(TICK_MS_NAME, t)),
+        datacenter_id: int(DATACENTER_NAME, &raw_datacenter, &DATACENTER_ID),
+        worker_id: int(WORKER_NAME, &raw_worker, &WORKER_ID),
+    };
+    let config = Config::new(settings, now).unwrap_or_else(|e| refuse_to_start(e));
+
+    // A preset brings its own epoch and tick: show them in SHOW and pg_settings
+    // as the defaults they are (as PostgreSQL does for wal_buffers = -1).
+    if raw_epoch.is_none() {
+        set_dynamic_default(EPOCH_NAME, &config.codec.time.epoch().to_string());
+    }
+    if raw_tick.is_none() {
+        set_dynamic_default(TICK_MS_NAME, &config.codec.time.tick_ms().to_string());
+    }
+    config
+}
+
+fn define_identity_settings() {
+    GucRegistry::define_string_guc(
+        LAYOUT_NAME,
+        c"Bit layout of snowflake IDs: a preset or a list of fields.",
+        c"A preset (twitter, instagram, discord, sonyflake, mastodon) or fields from the high bits down, such as \
+          timestamp:41,datacenter:5,worker:5,sequence:12. Never change it for an ID space that already has IDs.",
+        &LAYOUT,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        EPOCH_NAME,
+        c"Instant the timestamp field counts from.",
+        c"A timestamp with time zone (UTC if none is given) or a number of Unix milliseconds. \
+          Defaults to the preset's epoch, or 2025-01-01 00:00:00+00.",
+        &EPOCH,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        TICK_MS_NAME,
+        c"Length of one tick of the timestamp field, in milliseconds.",
+        c"Defaults to the preset's tick, or 1.",
+        &TICK_MS,
+        1,
+        crate::snowflake::time::MAX_TICK_MS as i32,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        DATACENTER_NAME,
+        c"This server's datacenter number in the ID space.",
+        c"Must fit the layout's datacenter field; 0 for a layout without one.",
+        &DATACENTER_ID,
+        0,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        WORKER_NAME,
+        c"This server's worker number in the ID space.",
+        c"Must fit the layout's worker field and differ from every other server's with the same datacenter.",
+        &WORKER_ID,
+        0,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+}
+
+fn define_runtime_settings() {
+    GucRegistry::define_int_guc(
+        c"snowflake.max_clock_drift",
+        c"How far generated timestamps may run ahead of the system clock.",
+        c"When the clock steps back or a tick's sequence is used up, the generator keeps going on borrowed \
+          ticks up to this far ahead of the clock; beyond it, it waits (see snowflake.max_wait).",
+        &MAX_CLOCK_DRIFT,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.max_wait",
+        c"How long a call waits for the system clock before it fails.",
+        c"Waiting happens only when generating would run more than snowflake.max_clock_drift ahead of the clock.",
+        &MAX_WAIT,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+}
+
+/// The setting as the configuration wrote it, or `None` if not set anywhere.
+fn raw_setting(name: &CStr) -> Option<String> {
+    let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
+    (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
+}
+
+fn string_value(setting: &GucSetting<Option<CString>>) -> String {
+    setting.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Reads an integer exactly as PostgreSQL does, but refuses to start on failure.
+fn parse_int(name: &'static CStr, text: &str) -> i64 {
+    let parsed = CString::new(text).ok().and_then(|c| {
+        let mut value: c_int = 0;
+        let mut hint: *const c_char = std::ptr::null();
+        unsafe { pg_sys::parse_int(c.as_ptr(), &mut value, 0, &mut hint) }.then_some(value)
+    });
+    match parsed {
+        Some(v) => i64::from(v),
+        None => refuse_to_start(ConfigError {
+            setting: static_name(name),
+            value: text.to_string(),
+            detail: "The value is not an integer.".into(),
+            hint: "Write a whole number without units.".into(),
+        }),
+    }
+}
+
+fn static_name(name: &'static CStr) -> &'static str {
+    name.to_str().expect("setting names are ASCII")
+}
+
+fn set_dynamic_default(name: &CStr, value: &str) {
+    let value = CString::new(value).expect("no NUL in a formatted value");
+    unsafe {
+        pg_sys::SetConfigOption(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_POSTMASTER,
+            pg_sys::GucSource::PGC_S_DYNAMIC_DEFAULT,
+        )
+    };
+}
+
+fn refuse_to_start(e: ConfigError) -> ! {
+    raise(
+        PgLogLevel::FATAL,
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("invalid value for parameter \"{}\": \"{}\"", e.setting, e.value),
+        Some(e.detail),
+        Some(e.hint),
+    )
+}
+
+/// `snowflake.max_clock_drift` in ticks, read from the variable PostgreSQL
+/// assigns on reload: no parsing on the hot path.
+#[inline]
+pub fn max_drift_ms() -> u64 {
+    u64::try_from(unsafe { *MAX_CLOCK_DRIFT.as_ptr() }).unwrap_or(0)
+}
+
+#[inline]
+pub fn max_wait_ms() -> u64 {
+    u64::try_from(unsafe { *MAX_WAIT.as_ptr() }).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_core() {
+        assert_eq!(DEFAULT_LAYOUT.to_str(), Ok(crate::snowflake::preset::DEFAULT_SPEC));
+        let epoch = crate::snowflake::time::parse_instant(DEFAULT_EPOCH.to_str().unwrap());
+        assert_eq!(epoch, Ok(crate::snowflake::time::DEFAULT_EPOCH));
+    }
+}

@@ -1,0 +1,64 @@
+//! `snowflake_status()`: the settings in force and the generator's counters.
+
+use pgrx::prelude::*;
+
+use super::decode::timestamptz;
+use super::shmem::{self, GENERATOR};
+use super::{clock, guc};
+
+/// One row for monitoring. Counters start at zero when the server starts.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_status() -> TableIterator<
+    'static,
+    (
+        name!(layout, String),
+        name!(epoch, Option<TimestampWithTimeZone>),
+        name!(tick_ms, i32),
+        name!(datacenter_id, i32),
+        name!(worker_id, i32),
+        name!(max_clock_drift_ms, i64),
+        name!(max_wait_ms, i64),
+        name!(ids_issued, i64),
+        name!(ticks_borrowed, i64),
+        name!(sequence_exhaustions, i64),
+        name!(clock_step_backs, i64),
+        name!(largest_step_back_ms, i64),
+        name!(waits, i64),
+        name!(wait_time_ms, f64),
+        name!(drift_ms, i64),
+        name!(high_water_mark, Option<TimestampWithTimeZone>),
+        name!(clock_back, i32),
+        name!(marks_written, i64),
+        name!(state_file, String),
+    ),
+> {
+    let config = shmem::config();
+    let time = config.codec.time;
+    let generator = GENERATOR.share().generator;
+    let now = time.tick_of(clock::now());
+    let stats = *generator.stats();
+    let mark = generator.mark();
+    let ms = |ticks: u64| i64::try_from(time.ms_in(ticks)).unwrap_or(i64::MAX);
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    TableIterator::once((
+        config.codec.layout.to_string(),
+        timestamptz(time.epoch()),
+        time.tick_ms() as i32,
+        config.node.datacenter as i32,
+        config.node.worker as i32,
+        count(guc::max_drift_ms()),
+        count(guc::max_wait_ms()),
+        count(stats.ids_issued),
+        count(stats.ticks_borrowed),
+        count(stats.sequence_exhaustions),
+        count(stats.clock_step_backs),
+        ms(stats.largest_step_back),
+        count(stats.waits),
+        stats.wait_micros as f64 / 1000.0,
+        ms(generator.drift(now)),
+        config.codec.instant_of(mark.tick).and_then(timestamptz),
+        mark.clock_back as i32,
+        count(stats.marks_written),
+        shmem::state_path().display().to_string(),
+    ))
+}

@@ -1,0 +1,260 @@
+//! SQL behaviour in one server: `cargo pgrx test` starts it with the settings in
+//! `crate::pg_test` (datacenter 3, worker 7, default layout). Shared memory is
+//! not rolled back between tests, so tests compare before and after.
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// The SQLSTATE, message and hint of the error `sql` raises, caught in a
+    /// PL/pgSQL subtransaction; `None` if it raises none.
+    fn error_of(sql: &str) -> Option<(String, String, Option<String>)> {
+        Spi::run(
+            "CREATE OR REPLACE FUNCTION pg_temp.error_of(q text, OUT state text, OUT message text, OUT hint text)
+             LANGUAGE plpgsql AS $$
+             BEGIN
+               EXECUTE q;
+             EXCEPTION WHEN OTHERS THEN
+               GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+             END $$",
+        )
+        .ok();
+        let (state, message, hint) =
+            Spi::get_three_with_args::<String, String, String>("SELECT * FROM pg_temp.error_of($1)", &[sql.into()])
+                .expect("error_of runs");
+        state.map(|s| (s, message.unwrap_or_default(), hint.filter(|h| !h.is_empty())))
+    }
+
+    fn assert_error(sql: &str, sqlstate: &str, message_part: &str) {
+        let (state, message, hint) = error_of(sql).unwrap_or_else(|| panic!("{sql} raised no error"));
+        assert_eq!(state, sqlstate, "{sql}: {message}");
+        assert!(message.contains(message_part), "{sql}: {message:?} lacks {message_part:?}");
+        assert!(!message.ends_with('.') && !message.starts_with(char::is_uppercase), "style of {message:?}");
+        assert!(!message.contains("panicked"), "a panic leaked: {message}");
+        assert!(hint.is_some() || sqlstate == "55P02", "{sql}: no hint for {message:?}");
+    }
+
+    fn one<T: IntoDatum + FromDatum>(sql: &str) -> T {
+        Spi::get_one::<T>(sql).expect("query runs").expect("not null")
+    }
+
+    #[pg_test]
+    fn next_id_is_positive_and_increasing() {
+        let a = one::<i64>("SELECT snowflake_next_id()");
+        let b = one::<i64>("SELECT snowflake_next_id()");
+        assert!(a > 0 && b > a, "{a} then {b}");
+    }
+
+    #[pg_test]
+    fn an_id_decodes_to_this_server_and_now() {
+        let ok = one::<bool>(
+            "WITH t AS (SELECT clock_timestamp() AS before, snowflake_next_id() AS id, clock_timestamp() AS after)
+             SELECT d.datacenter_id = 3 AND d.worker_id = 7 AND d.clock_back IS NULL AND d.sequence >= 0
+                AND d.ts >= date_trunc('milliseconds', t.before) AND d.ts <= t.after + interval '1 minute'
+                AND snowflake_timestamp(t.id) = d.ts
+             FROM t, snowflake_decode(t.id) d",
+        );
+        assert!(ok);
+    }
+
+    #[pg_test]
+    fn a_hundred_thousand_ids_from_one_call_are_unique_and_increasing() {
+        let (n, distinct, increasing) = Spi::get_three::<i64, i64, bool>(
+            "SELECT count(*), count(DISTINCT id), bool_and(id > prev)
+             FROM (SELECT id, lag(id, 1, 0::bigint) OVER (ORDER BY ord) AS prev
+                   FROM snowflake_next_ids(100000) WITH ORDINALITY AS s(id, ord)) s",
+        )
+        .unwrap();
+        assert_eq!((n, distinct, increasing), (Some(100_000), Some(100_000), Some(true)));
+    }
+
+    #[pg_test]
+    fn single_calls_in_one_statement_are_unique() {
+        let (n, distinct) = Spi::get_two::<i64, i64>(
+            "SELECT count(*), count(DISTINCT id) FROM (SELECT snowflake_next_id() AS id FROM generate_series(1, 100000)) s",
+        )
+        .unwrap();
+        assert_eq!(n, distinct);
+    }
+
+    #[pg_test]
+    fn next_ids_edge_counts() {
+        assert_eq!(one::<i64>("SELECT count(*) FROM snowflake_next_ids(0)"), 0);
+        assert_eq!(one::<i64>("SELECT count(*) FROM snowflake_next_ids(NULL)"), 0);
+        assert_eq!(one::<i64>("SELECT count(*) FROM snowflake_next_ids(1)"), 1);
+        assert_error("SELECT snowflake_next_ids(-1)", "22023", "number of IDs");
+        assert_error("SELECT snowflake_next_ids(100000001)", "22023", "number of IDs");
+    }
+
+    #[pg_test]
+    fn decode_refuses_what_is_no_snowflake() {
+        assert_error("SELECT snowflake_decode(-1)", "22023", "invalid snowflake ID");
+        assert_error("SELECT snowflake_timestamp(-5)", "22023", "invalid snowflake ID");
+        assert_error(
+            "SELECT snowflake_decode(1, 'timestamp:41,shard:10,sequence:12')",
+            "22023",
+            "invalid snowflake layout",
+        );
+        assert_error("SELECT snowflake_decode(1, 'twitter', NULL, 0)", "22023", "invalid snowflake tick");
+        // Bits above a 24-bit layout.
+        assert_error("SELECT snowflake_decode(1 << 30, 'timestamp:20,sequence:4')", "22023", "invalid snowflake ID");
+    }
+
+    #[pg_test]
+    fn decode_reads_discords_documented_example() {
+        let (ts, worker, process) = Spi::get_three::<String, i32, i32>(
+            "SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), datacenter_id, worker_id
+             FROM snowflake_decode(175928847299117063, 'discord')",
+        )
+        .unwrap();
+        assert_eq!((ts.as_deref(), worker, process), (Some("2016-04-30 11:18:25.796"), Some(1), Some(0)));
+        assert_eq!(one::<i32>("SELECT sequence FROM snowflake_decode(175928847299117063, 'discord')"), 7);
+    }
+
+    #[pg_test]
+    fn decode_with_layout_honours_epoch_and_tick() {
+        // Sonyflake counts 10 ms ticks: tick 100 of an epoch is one second after it.
+        let ts = one::<String>(
+            "SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')
+             FROM snowflake_decode((100::bigint << 24) | (5 << 16) | 42, 'sonyflake', '2020-01-01 00:00:00+00')",
+        );
+        assert_eq!(ts, "2020-01-01 00:00:01.000");
+        let (worker, seq) = Spi::get_two::<i32, i32>(
+            "SELECT worker_id, sequence FROM snowflake_decode((100::bigint << 24) | (5 << 16) | 42, 'sonyflake')",
+        )
+        .unwrap();
+        assert_eq!((worker, seq), (Some(42), Some(5)));
+        assert_eq!(one::<i64>("SELECT count(*) FROM snowflake_decode(NULL, 'twitter')"), 0);
+        assert!(one::<bool>(
+            "SELECT datacenter_id IS NULL AND worker_id IS NULL FROM snowflake_decode(1 << 16, 'mastodon')"
+        ));
+    }
+
+    #[pg_test]
+    fn from_timestamp_bounds_ids_of_that_time() {
+        assert!(one::<bool>(
+            "SELECT snowflake_from_timestamp(clock_timestamp() - interval '1 second') <= snowflake_next_id()
+                AND snowflake_next_id() < snowflake_from_timestamp(clock_timestamp() + interval '1 minute')"
+        ));
+        assert_eq!(one::<i64>("SELECT snowflake_from_timestamp('2025-01-01 00:00:00+00')"), 0);
+        assert_eq!(one::<i64>("SELECT snowflake_from_timestamp('2025-01-01 00:00:00.001+00')"), 1 << 22);
+        assert_eq!(
+            one::<String>("SELECT snowflake_timestamp(snowflake_from_timestamp('2026-03-04 05:06:07.089+00'))::text"),
+            one::<String>("SELECT '2026-03-04 05:06:07.089+00'::timestamptz::text")
+        );
+        assert_error(
+            "SELECT snowflake_from_timestamp('2024-12-31 23:59:59.999+00')",
+            "22008",
+            "timestamp out of range",
+        );
+        assert_error("SELECT snowflake_from_timestamp('2100-01-01')", "22008", "timestamp out of range");
+        assert_error("SELECT snowflake_from_timestamp('infinity')", "22008", "timestamp out of range");
+    }
+
+    #[pg_test]
+    fn settings_are_visible_and_cannot_be_set_in_a_session() {
+        assert_eq!(one::<String>("SHOW snowflake.worker_id"), "7");
+        assert_eq!(one::<String>("SHOW snowflake.datacenter_id"), "3");
+        assert_eq!(one::<String>("SHOW snowflake.layout"), "timestamp:41,datacenter:5,worker:5,sequence:12");
+        assert_eq!(one::<String>("SHOW snowflake.epoch"), "2025-01-01 00:00:00+00");
+        assert_eq!(one::<String>("SHOW snowflake.tick_ms"), "1");
+        assert_eq!(one::<String>("SHOW snowflake.max_clock_drift"), "1d");
+        assert_eq!(one::<String>("SHOW snowflake.max_wait"), "10s");
+        let contexts = one::<String>(
+            "SELECT string_agg(name || '=' || context, ' ' ORDER BY name) FROM pg_settings WHERE name LIKE 'snowflake.%'",
+        );
+        assert_eq!(
+            contexts,
+            "snowflake.datacenter_id=postmaster snowflake.epoch=postmaster snowflake.layout=postmaster \
+             snowflake.max_clock_drift=sighup snowflake.max_wait=sighup snowflake.tick_ms=postmaster \
+             snowflake.worker_id=postmaster"
+        );
+        for setting in
+            ["worker_id = 8", "datacenter_id = 1", "layout = 'instagram'", "epoch = '2020-01-01'", "tick_ms = 2"]
+        {
+            assert_error(&format!("SET snowflake.{setting}"), "55P02", "cannot be changed");
+        }
+        assert_error("SET snowflake.max_clock_drift = '1s'", "55P02", "cannot be changed");
+        assert_eq!(one::<String>("SHOW snowflake.worker_id"), "7");
+    }
+
+    #[pg_test]
+    fn functions_carry_the_right_labels() {
+        let labels = one::<String>(
+            "SELECT string_agg(format('%s(%s):%s%s%s', proname, pronargs, provolatile, proparallel,
+                                      CASE WHEN proisstrict THEN 'S' ELSE '' END), ' ' ORDER BY proname, pronargs)
+             FROM pg_proc WHERE proname LIKE 'snowflake\\_%' AND pronamespace = 'public'::regnamespace",
+        );
+        assert_eq!(
+            labels,
+            "snowflake_decode(1):ssS snowflake_decode(4):is snowflake_from_timestamp(1):ssS \
+             snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_status(0):vsS snowflake_timestamp(1):ssS"
+        );
+    }
+
+    #[pg_test]
+    fn a_table_default_fills_increasing_keys_of_this_worker() {
+        Spi::run(
+            "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), n int);
+             INSERT INTO orders (n) SELECT g FROM generate_series(1, 5000) g",
+        )
+        .unwrap();
+        let (count, in_order, workers) = Spi::get_three::<i64, bool, i64>(
+            "SELECT count(*), bool_and(id > prev), count(DISTINCT (d).worker_id)
+             FROM (SELECT id, lag(id, 1, 0::bigint) OVER (ORDER BY n) AS prev, snowflake_decode(id) AS d FROM orders) s",
+        )
+        .unwrap();
+        assert_eq!((count, in_order, workers), (Some(5000), Some(true), Some(1)));
+    }
+
+    #[pg_test]
+    fn status_counts_what_was_issued() {
+        let before = one::<i64>("SELECT ids_issued FROM snowflake_status()");
+        Spi::run("SELECT count(*) FROM snowflake_next_ids(1000)").unwrap();
+        let (after, worker, layout) =
+            Spi::get_three::<i64, i32, String>("SELECT ids_issued, worker_id, layout FROM snowflake_status()").unwrap();
+        assert!(after.unwrap() >= before + 1000);
+        assert_eq!(worker, Some(7));
+        assert_eq!(layout.as_deref(), Some("timestamp:41,datacenter:5,worker:5,sequence:12"));
+        assert!(one::<bool>(
+            "SELECT high_water_mark > clock_timestamp() AND state_file LIKE '%snowflake_id.state'
+                AND marks_written > 0 AND drift_ms >= 0 FROM snowflake_status()"
+        ));
+    }
+
+    /// Does nothing; starting it makes sure the shared test server runs.
+    #[pg_test]
+    fn server_is_up() {}
+
+    /// Several backends at once, each through its own client connection.
+    #[cfg(test)]
+    #[test]
+    fn concurrent_backends_never_collide() {
+        pgrx_tests::run_test("server_is_up", None, crate::pg_test::postgresql_conf_options()).unwrap();
+        let workers: Vec<_> = (0..4)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let (mut client, _) = pgrx_tests::client().unwrap();
+                    let mut ids = Vec::new();
+                    for round in 0..10 {
+                        let sql = if (i + round) % 2 == 0 {
+                            "SELECT snowflake_next_id() FROM generate_series(1, 5000)"
+                        } else {
+                            "SELECT snowflake_next_ids(5000)"
+                        };
+                        let batch: Vec<i64> = client.query(sql, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+                        assert!(batch.windows(2).all(|w| w[0] < w[1]), "each backend sees increasing IDs");
+                        ids.extend(batch);
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut all: Vec<i64> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicates across backends");
+        assert_eq!(n, 200_000);
+    }
+}
