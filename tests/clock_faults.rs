@@ -1,0 +1,143 @@
+//! The wall clock misbehaving under a running server, through libfaketime: steps
+//! back while backends generate, a strict drift bound, a used-up sequence, and
+//! the clock_back field. Every ID goes into a table with a primary key.
+
+mod common;
+
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use common::{assert_phases_increase, db_error, Cluster, Load};
+
+fn status(s: &mut postgres::Client, column: &str) -> i64 {
+    s.query_one(&format!("SELECT ({column})::bigint FROM snowflake_status()"), &[]).unwrap().get(0)
+}
+
+#[test]
+fn steps_back_of_two_seconds_a_minute_and_an_hour_under_load() {
+    let c = Cluster::with_fake_clock("stepback", &[]);
+    c.start();
+    let clock = c.clock.as_ref().unwrap();
+    let load = Load::start(&c, 4, 500);
+    let mut offset = 0;
+    for back in [2, 60, 3600] {
+        sleep(Duration::from_millis(800));
+        load.next_phase();
+        offset -= back;
+        clock.set_offset(offset);
+    }
+    sleep(Duration::from_millis(800));
+    let errors = load.finish();
+    assert!(errors.is_empty(), "generation failed: {errors:?}");
+    let mut s = c.session();
+    let per_phase = assert_phases_increase(&mut s, 4);
+    assert!(per_phase.iter().all(|&n| n >= 500), "{per_phase:?}");
+    assert!(status(&mut s, "clock_step_backs") >= 3);
+    assert!(status(&mut s, "largest_step_back_ms") > 3_590_000, "the hour, less the time between two readings");
+    assert!(status(&mut s, "drift_ms") >= 3_600_000, "IDs run ahead of the clock that went back");
+    let log = c.log();
+    assert!(log.contains("WARNING:  system clock went back by"), "{log}");
+}
+
+#[test]
+fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
+    let c = Cluster::with_fake_clock("strict", &["snowflake.max_clock_drift = 0", "snowflake.max_wait = '1s'"]);
+    c.start();
+    let mut s = c.session();
+    let before: i64 = s.query_one("SELECT max(id) FROM snowflake_next_ids(1000) id", &[]).unwrap().get(0);
+    c.clock.as_ref().unwrap().set_offset(-3600);
+
+    // statement_timeout ends the wait...
+    s.batch_execute("SET statement_timeout = '200ms'").unwrap();
+    let started = Instant::now();
+    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    assert_eq!(db_error(&e).0, "57014", "{e}");
+    assert!(started.elapsed() < Duration::from_millis(900), "the wait honours statement_timeout");
+
+    // ...and without it, snowflake.max_wait does.
+    s.batch_execute("SET statement_timeout = 0").unwrap();
+    let started = Instant::now();
+    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, hint) = db_error(&e);
+    assert_eq!(code, "55000", "{message}");
+    assert!(message.contains("system clock is") && message.contains("behind the last ID"), "{message}");
+    assert!(hint.contains("snowflake.max_clock_drift"), "{hint}");
+    assert!(started.elapsed() >= Duration::from_millis(900), "waited for snowflake.max_wait");
+    assert!(status(&mut s, "waits") >= 1);
+
+    // Once the clock is back, IDs continue above the old ones.
+    c.clock.as_ref().unwrap().set_offset(0);
+    let after: i64 = s.query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    assert!(after > before);
+}
+
+#[test]
+fn a_used_up_sequence_borrows_the_next_tick_and_never_repeats() {
+    for (name, drift) in [("borrow", "1d"), ("wait", "0")] {
+        let c = Cluster::new(
+            name,
+            &[
+                "snowflake.layout = 'timestamp:41,worker:10,sequence:2'",
+                &format!("snowflake.max_clock_drift = '{drift}'"),
+            ],
+        );
+        c.start();
+        let load = Load::start(&c, 4, 200);
+        sleep(Duration::from_millis(1500));
+        let errors = load.finish();
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        let mut s = c.session();
+        assert_phases_increase(&mut s, 1);
+        assert!(status(&mut s, "sequence_exhaustions") > 0, "{name}");
+        if drift == "0" {
+            assert!(status(&mut s, "waits") > 0, "with no drift allowed, a full tick waits for the next");
+            assert_eq!(status(&mut s, "ticks_borrowed"), 0);
+        } else {
+            assert!(status(&mut s, "ticks_borrowed") > 0, "{name}");
+        }
+        // Four IDs per millisecond at most.
+        let per_tick: i64 = s
+            .query_one("SELECT max(n) FROM (SELECT count(*) n FROM ids GROUP BY snowflake_timestamp(id)) t", &[])
+            .unwrap()
+            .get(0);
+        assert!(per_tick <= 4, "{per_tick} IDs in one tick");
+    }
+}
+
+#[test]
+fn the_clock_back_field_counts_step_backs_and_survives_a_restart() {
+    let c = Cluster::with_fake_clock(
+        "clockback",
+        &[
+            "snowflake.layout = 'clock_back:2,timestamp:39,datacenter:5,worker:5,sequence:12'",
+            "snowflake.max_clock_drift = '1s'",
+        ],
+    );
+    c.start();
+    let clock = c.clock.as_ref().unwrap();
+    let mut s = c.session();
+    s.batch_execute(common::IDS_TABLE).unwrap();
+    let insert = "INSERT INTO ids SELECT id, $1 FROM snowflake_next_ids(2000) id";
+    s.execute(insert, &[&0i32]).unwrap();
+    clock.set_offset(-3600);
+    s.execute(insert, &[&1i32]).unwrap();
+    let row = s
+        .query_one(
+            "SELECT d.clock_back, abs(extract(epoch FROM d.ts - (now() ))) < 60, st.clock_back, st.drift_ms
+             FROM ids, snowflake_decode(ids.id) d, snowflake_status() st WHERE phase = 1 ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 1, "a step back beyond the bound starts era 1");
+    assert!(row.get::<_, bool>(1), "era 1 timestamps follow the clock that went back");
+    assert_eq!(row.get::<_, i32>(2), 1);
+    assert!(row.get::<_, i64>(3) < 1000, "no drift in the new era");
+    drop(s);
+
+    c.stop();
+    c.start();
+    let mut s = c.session();
+    s.execute(insert, &[&2i32]).unwrap();
+    assert_eq!(status(&mut s, "clock_back"), 1, "the era is kept across a restart");
+    assert_phases_increase(&mut s, 3);
+}

@@ -1,0 +1,403 @@
+//! Throwaway PostgreSQL clusters for integration tests: each test starts its
+//! own servers (with their own settings, clocks and crashes) on loopback ports.
+//!
+//! The PostgreSQL version is the one the tests were built for (the `pg15` or
+//! `pg18` feature); its `pg_config` comes from `SNOWFLAKE_PG_CONFIG` or from
+//! `~/.pgrx/config.toml`. The extension must already be installed into it,
+//! which `cargo pgrx test` does. As root, servers run as the `postgres` user.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+fn pg_major() -> &'static str {
+    if cfg!(feature = "pg18") {
+        "pg18"
+    } else if cfg!(feature = "pg17") {
+        "pg17"
+    } else if cfg!(feature = "pg16") {
+        "pg16"
+    } else {
+        "pg15"
+    }
+}
+
+/// The PostgreSQL installation under test.
+pub fn pg_config() -> PathBuf {
+    if let Ok(p) = std::env::var("SNOWFLAKE_PG_CONFIG") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var("HOME").expect("HOME is set");
+    let config = fs::read_to_string(Path::new(&home).join(".pgrx/config.toml")).expect("~/.pgrx/config.toml exists");
+    let key = format!("{} = ", pg_major());
+    let line = config.lines().find(|l| l.trim_start().starts_with(&key)).expect("pgrx knows this PostgreSQL version");
+    PathBuf::from(line.split('"').nth(1).expect("a quoted path"))
+}
+
+pub fn bindir() -> PathBuf {
+    let out = Command::new(pg_config()).arg("--bindir").output().expect("pg_config runs");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn running_as_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
+}
+
+/// A command run as the user that owns the clusters, with `env` (`NAME=value`) added.
+fn as_server_user_with(program: &Path, env: &[String]) -> Command {
+    let mut c = if running_as_root() {
+        let mut sudo = Command::new("sudo");
+        sudo.args(["-n", "-u", "postgres", "--", "env"]);
+        sudo
+    } else {
+        Command::new("env")
+    };
+    c.args(env).arg(program);
+    c
+}
+
+fn as_server_user(program: &Path) -> Command {
+    as_server_user_with(program, &[])
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A clock libfaketime reads on every call, so a test can step the server's
+/// wall clock while it runs.
+pub struct FakeClock {
+    file: PathBuf,
+}
+
+impl FakeClock {
+    /// Sets the server's clock `offset_s` seconds away from the real clock.
+    pub fn set_offset(&self, offset_s: i64) {
+        let tmp = self.file.with_extension("tmp");
+        fs::write(&tmp, format!("{offset_s:+}\n")).unwrap();
+        fs::rename(&tmp, &self.file).unwrap();
+    }
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub data: PathBuf,
+    pub port: u16,
+    bin: PathBuf,
+    pub clock: Option<FakeClock>,
+}
+
+impl Cluster {
+    /// A new cluster with snowflake_id preloaded and `settings` appended to
+    /// postgresql.conf. Not started.
+    pub fn new(name: &str, settings: &[&str]) -> Cluster {
+        Self::build(name, true, settings, false)
+    }
+
+    /// Like `new`, with a clock the test can step through libfaketime.
+    pub fn with_fake_clock(name: &str, settings: &[&str]) -> Cluster {
+        Self::build(name, true, settings, true)
+    }
+
+    /// A cluster without snowflake_id in shared_preload_libraries.
+    pub fn without_preload(name: &str) -> Cluster {
+        Self::build(name, false, &[], false)
+    }
+
+    fn build(name: &str, preload: bool, settings: &[&str], fake_clock: bool) -> Cluster {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        // Short: the directory also holds the Unix socket.
+        let dir = PathBuf::from(format!("/tmp/sf{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        if running_as_root() {
+            let ok = Command::new("chown").args(["postgres:postgres"]).arg(&dir).status().unwrap().success();
+            assert!(ok, "chown {dir:?}");
+        }
+        let data = dir.join("data");
+        let bin = bindir();
+        let out = as_server_user(&bin.join("initdb"))
+            .args(["--auth=trust", "--username=postgres", "--no-sync", "--encoding=UTF8", "--locale=C", "-D"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb for {name}: {}", String::from_utf8_lossy(&out.stderr));
+        let port = free_port();
+        let mut conf = format!(
+            "\n# {name}\nport = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             fsync = off\nmax_connections = 40\nlog_min_messages = warning\nlog_line_prefix = '%m [%p] '\n",
+            dir.display()
+        );
+        if preload {
+            conf.push_str("shared_preload_libraries = 'snowflake_id'\n");
+        }
+        for s in settings {
+            conf.push_str(s);
+            conf.push('\n');
+        }
+        let clock = fake_clock.then(|| {
+            let c = FakeClock { file: dir.join("faketime.rc") };
+            c.set_offset(0);
+            c
+        });
+        let cluster = Cluster { dir, data, port, bin, clock };
+        cluster.append_conf(&conf);
+        cluster
+    }
+
+    pub fn append_conf(&self, text: &str) {
+        let path = self.data.join("postgresql.conf");
+        let mut child = as_server_user(Path::new("tee"))
+            .arg("-a")
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.as_mut().unwrap().write_all(text.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+
+    /// Sets a parameter for the next start (the last setting in the file wins).
+    pub fn set(&self, line: &str) {
+        self.append_conf(&format!("{line}\n"));
+    }
+
+    fn pg_ctl(&self) -> Command {
+        let env: Vec<String> = match &self.clock {
+            Some(clock) => vec![
+                format!("LD_PRELOAD={LIBFAKETIME}"),
+                format!("FAKETIME_TIMESTAMP_FILE={}", clock.file.display()),
+                "FAKETIME_NO_CACHE=1".into(),
+                "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
+                "NO_FAKE_STAT=1".into(),
+            ],
+            None => Vec::new(),
+        };
+        as_server_user_with(&self.bin.join("pg_ctl"), &env)
+    }
+
+    /// Starts the server; on failure returns the server log.
+    pub fn try_start(&self) -> Result<(), String> {
+        let out = self
+            .pg_ctl()
+            .args(["start", "-w", "-t", "60", "-D"])
+            .arg(&self.data)
+            .arg("-l")
+            .arg(self.log_path())
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{}\n{}", String::from_utf8_lossy(&out.stderr), self.log()))
+        }
+    }
+
+    pub fn start(&self) {
+        if let Err(log) = self.try_start() {
+            panic!("server did not start:\n{log}");
+        }
+    }
+
+    pub fn stop(&self) {
+        let out = self.pg_ctl().args(["stop", "-w", "-m", "fast", "-D"]).arg(&self.data).output().unwrap();
+        assert!(out.status.success(), "stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn connect(&self) -> postgres::Client {
+        let url = format!("host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=10", self.port);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match postgres::Client::connect(&url, postgres::NoTls) {
+                Ok(c) => return c,
+                // After a crash the server refuses connections while it recovers.
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("connect to {}: {e}", self.port),
+            }
+        }
+    }
+
+    /// Connects and creates the extension.
+    pub fn session(&self) -> postgres::Client {
+        let mut c = self.connect();
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS snowflake_id").unwrap();
+        c
+    }
+
+    /// Runs a program of the installation (psql, pg_dump, ...) as the server user.
+    pub fn run(&self, program: &str, args: &[&str]) -> Output {
+        as_server_user(&self.bin.join(program)).args(args).output().unwrap()
+    }
+
+    /// Runs a program from PATH as the server user.
+    pub fn run_program(&self, program: &str, args: &[&str]) -> Output {
+        as_server_user(Path::new(program)).args(args).output().unwrap()
+    }
+
+    /// Kills one backend with SIGKILL; the postmaster then resets shared memory.
+    pub fn kill_backend(&self, pid: i32) {
+        let ok = Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success();
+        assert!(ok, "kill -9 {pid}");
+    }
+
+    pub fn state_file(&self) -> PathBuf {
+        self.data.join("snowflake_id.state")
+    }
+
+    /// Writes a file in the data directory as the server user.
+    pub fn write_data_file(&self, name: &str, contents: &[u8]) {
+        let mut child = as_server_user(Path::new("tee"))
+            .arg(self.data.join(name))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.as_mut().unwrap().write_all(contents).unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.pg_ctl().args(["stop", "-w", "-m", "immediate", "-D"]).arg(&self.data).output();
+        if !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("kept {} for inspection", self.dir.display());
+        }
+    }
+}
+
+/// The SQLSTATE, message and hint of a failed statement.
+pub fn db_error(e: &postgres::Error) -> (String, String, String) {
+    let db = e.as_db_error().unwrap_or_else(|| panic!("not a server error: {e}"));
+    (db.code().code().to_string(), db.message().to_string(), db.hint().unwrap_or_default().to_string())
+}
+
+/// Clients inserting generated IDs into `ids` (primary key: a duplicate fails
+/// the insert) while the test changes the clock or crashes the server.
+///
+/// Each batch is tagged with the phase it ran in; a batch that saw the phase
+/// change while it ran is tagged NULL. A batch tagged k started after the
+/// switch to k and ended before the switch to k+1, so every ID of phase k must
+/// be below every ID of phase k+1.
+pub struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    phase: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    clients: Vec<std::thread::JoinHandle<Vec<String>>>,
+}
+
+pub const IDS_TABLE: &str = "CREATE TABLE IF NOT EXISTS ids (id bigint PRIMARY KEY, phase int, client int, batch int)";
+
+impl Load {
+    /// `clients` connections, each inserting `batch` IDs per statement, half of
+    /// them with single calls and half with `snowflake_next_ids`.
+    pub fn start(cluster: &Cluster, clients: usize, batch: i32) -> Load {
+        use std::sync::atomic::{AtomicBool, AtomicI32};
+        use std::sync::Arc;
+        cluster.session().batch_execute(IDS_TABLE).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let phase = Arc::new(AtomicI32::new(0));
+        let url = format!("host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=10", cluster.port);
+        let clients = (0..clients as i32)
+            .map(|client| {
+                let (stop, phase, url) = (stop.clone(), phase.clone(), url.clone());
+                std::thread::spawn(move || {
+                    let insert = if client % 2 == 0 {
+                        "INSERT INTO ids SELECT snowflake_next_id(), $1, $2, $3 FROM generate_series(1, $4)"
+                    } else {
+                        "INSERT INTO ids SELECT id, $1, $2, $3 FROM snowflake_next_ids($4) AS id"
+                    };
+                    let mut errors = Vec::new();
+                    let mut conn: Option<postgres::Client> = None;
+                    let mut batch_no = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        let c = match conn.as_mut() {
+                            Some(c) => c,
+                            None => match postgres::Client::connect(&url, postgres::NoTls) {
+                                Ok(c) => conn.insert(c),
+                                Err(_) => {
+                                    std::thread::sleep(Duration::from_millis(50));
+                                    continue;
+                                }
+                            },
+                        };
+                        batch_no += 1;
+                        let before = phase.load(Ordering::SeqCst);
+                        let result = c.execute(insert, &[&before, &client, &batch_no, &batch]).and_then(|_| {
+                            if phase.load(Ordering::SeqCst) != before {
+                                c.execute(
+                                    "UPDATE ids SET phase = NULL WHERE client = $1 AND batch = $2",
+                                    &[&client, &batch_no],
+                                )?;
+                            }
+                            Ok(())
+                        });
+                        if let Err(e) = result {
+                            errors.push(e.to_string());
+                            conn = None;
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                    errors
+                })
+            })
+            .collect();
+        Load { stop, phase, clients }
+    }
+
+    pub fn next_phase(&self) -> i32 {
+        self.phase.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Stops the clients and returns the errors they saw.
+    pub fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.clients.into_iter().flat_map(|c| c.join().unwrap()).collect()
+    }
+}
+
+/// Asserts that every phase has IDs and that each phase's IDs are all above the
+/// previous phase's; returns the number of rows per phase.
+pub fn assert_phases_increase(c: &mut postgres::Client, phases: i32) -> Vec<i64> {
+    let rows = c
+        .query(
+            "SELECT phase, count(*), min(id), max(id) FROM ids WHERE phase IS NOT NULL GROUP BY phase ORDER BY phase",
+            &[],
+        )
+        .unwrap();
+    let got: Vec<(i32, i64, i64, i64)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        (0..phases).collect::<Vec<_>>(),
+        "every phase has IDs: {got:?}"
+    );
+    for w in got.windows(2) {
+        assert!(w[0].3 < w[1].2, "phase {} max {} is not below phase {} min {}", w[0].0, w[0].3, w[1].0, w[1].2);
+    }
+    let dupes: i64 = c.query_one("SELECT count(*) - count(DISTINCT id) FROM ids", &[]).unwrap().get(0);
+    assert_eq!(dupes, 0);
+    got.iter().map(|g| g.1).collect()
+}

@@ -1,0 +1,115 @@
+//! What survives the generator's process: a restart with the clock set back, a
+//! backend killed mid-generation (the postmaster re-initialises shared
+//! memory), and state files that cannot be trusted.
+
+mod common;
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use common::{assert_phases_increase, Cluster, Load};
+
+#[test]
+fn a_restart_with_the_clock_an_hour_back_continues_above_the_old_ids() {
+    let c = Cluster::with_fake_clock("restart", &[]);
+    c.start();
+    let mut s = c.session();
+    let before: i64 = s.query_one("SELECT max(id) FROM snowflake_next_ids(10000) id", &[]).unwrap().get(0);
+    drop(s);
+    c.stop();
+    c.clock.as_ref().unwrap().set_offset(-3600);
+    c.start();
+    let mut s = c.session();
+    let row = s
+        .query_one(
+            "SELECT min(id), (SELECT drift_ms FROM snowflake_status()), (SELECT clock_step_backs FROM snowflake_status())
+             FROM snowflake_next_ids(10000) id",
+            &[],
+        )
+        .unwrap();
+    let (after, drift, step_backs): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert!(after > before, "{after} after the restart is not above {before}");
+    assert!(drift > 3_500_000, "the new IDs borrow the hour the clock lost: {drift} ms");
+    assert_eq!(step_backs, 1, "the step back while the server was down is noticed");
+}
+
+#[test]
+fn a_backend_killed_during_generation_does_not_repeat_ids() {
+    let c = Cluster::with_fake_clock("crash", &[]);
+    c.start();
+    let load = Load::start(&c, 4, 500);
+    sleep(Duration::from_millis(800));
+    // The clock goes back an hour, then a generating backend dies: the postmaster
+    // resets shared memory, and the generator must resume above the mark rather
+    // than at the (earlier) wall clock.
+    load.next_phase();
+    c.clock.as_ref().unwrap().set_offset(-3600);
+    sleep(Duration::from_millis(500));
+    let mut s = c.connect();
+    let pid: i32 = s
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'INSERT INTO ids%' AND state = 'active' LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    c.kill_backend(pid);
+    drop(s);
+    let mut s = c.connect(); // waits for crash recovery
+    s.query_one("SELECT 1", &[]).unwrap();
+    load.next_phase();
+    sleep(Duration::from_millis(1500));
+    let errors = load.finish();
+    assert!(!errors.is_empty(), "the crash must have cut the clients off");
+    for e in &errors {
+        assert!(!e.contains("duplicate key") && !e.contains("snowflake"), "not a crash error: {e}");
+    }
+    let log = c.log();
+    assert!(log.contains("terminated by signal 9"), "{log}");
+    assert!(log.contains("all server processes terminated; reinitializing"), "{log}");
+    let mut s = c.session();
+    assert_phases_increase(&mut s, 3);
+}
+
+#[test]
+fn corrupt_and_unreadable_state_files_stop_the_server() {
+    let c = Cluster::new("statefile", &[]);
+    c.start();
+    let before: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    c.stop();
+    let good = std::fs::read(c.state_file()).expect("the first ID wrote the state file");
+    let text = String::from_utf8(good.clone()).unwrap();
+    assert!(text.contains("mark_unix_ms=") && text.contains("crc32="), "{text}");
+
+    let edited = text.replacen("clock_back=0", "clock_back=1", 1);
+    let cases: [(&str, Vec<u8>, &str); 3] = [
+        ("garbage", b"not a state file".to_vec(), "is corrupt"),
+        ("edited", edited.into_bytes(), "is corrupt"),
+        ("empty", Vec::new(), "is corrupt"),
+    ];
+    for (name, contents, says) in cases {
+        c.write_data_file("snowflake_id.state", &contents);
+        let log_before = c.log().len();
+        assert!(c.try_start().is_err(), "{name}: the server started");
+        let log = c.log()[log_before..].to_string();
+        assert!(log.contains("FATAL:  snowflake_id state file") && log.contains(says), "{name}:\n{log}");
+        assert!(log.contains("HINT:  The file holds the highest timestamp"), "{name}:\n{log}");
+    }
+
+    c.write_data_file("snowflake_id.state", &good);
+    let chmod = c.run_program("chmod", &["000", c.state_file().to_str().unwrap()]);
+    assert!(chmod.status.success());
+    let log_before = c.log().len();
+    assert!(c.try_start().is_err(), "unreadable: the server started");
+    let log = c.log()[log_before..].to_string();
+    assert!(
+        log.contains("FATAL:  could not read snowflake_id state file") && log.contains("Permission denied"),
+        "{log}"
+    );
+
+    let chmod = c.run_program("chmod", &["600", c.state_file().to_str().unwrap()]);
+    assert!(chmod.status.success());
+    c.start();
+    let after: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    assert!(after > before);
+}

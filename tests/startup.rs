@@ -1,0 +1,124 @@
+//! Servers with other settings: a non-default layout and node, settings that
+//! must stop the server, and the library not preloaded.
+
+mod common;
+
+use common::{db_error, Cluster};
+
+#[test]
+fn a_non_default_layout_and_node_decode_as_configured() {
+    let c = Cluster::new("instagram", &["snowflake.layout = 'instagram'", "snowflake.worker_id = 1234"]);
+    c.start();
+    let mut s = c.session();
+    let row = s
+        .query_one(
+            "SELECT d.worker_id, d.datacenter_id IS NULL, d.clock_back IS NULL,
+                    abs(extract(epoch FROM d.ts - clock_timestamp())) < 60,
+                    current_setting('snowflake.epoch'), st.layout
+             FROM snowflake_decode(snowflake_next_id()) d, snowflake_status() st",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 1234);
+    assert!(row.get::<_, bool>(1) && row.get::<_, bool>(2), "instagram has no datacenter or clock_back field");
+    assert!(row.get::<_, bool>(3), "the timestamp is now, counted from Instagram's epoch");
+    assert_eq!(row.get::<_, String>(4), "2011-08-24 21:07:01.721+00", "SHOW gives the preset's epoch");
+    assert_eq!(row.get::<_, String>(5), "timestamp:40,worker:13,sequence:10");
+    // The same ID read with the explicit layout gives the same fields.
+    let same: bool = s
+        .query_one(
+            "WITH i AS (SELECT snowflake_next_id() AS id)
+             SELECT a.ts = b.ts AND a.worker_id = b.worker_id AND a.sequence = b.sequence
+             FROM i, snowflake_decode(i.id) a, snowflake_decode(i.id, 'instagram') b",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(same);
+}
+
+#[test]
+fn an_explicit_epoch_and_tick_override_the_preset() {
+    let c = Cluster::new(
+        "sonyflake",
+        &[
+            "snowflake.layout = 'sonyflake'",
+            "snowflake.worker_id = 65535",
+            "snowflake.epoch = 1420070400000",
+            "snowflake.tick_ms = 20",
+        ],
+    );
+    c.start();
+    let mut s = c.session();
+    let row = s
+        .query_one(
+            "SELECT d.worker_id, current_setting('snowflake.tick_ms'), st.tick_ms, st.epoch = '2015-01-01 00:00:00+00',
+                    abs(extract(epoch FROM d.ts - clock_timestamp())) < 60,
+                    extract(milliseconds FROM d.ts)::int % 20
+             FROM snowflake_decode(snowflake_next_id()) d, snowflake_status() st",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 65535);
+    assert_eq!(row.get::<_, String>(1), "20");
+    assert_eq!(row.get::<_, i32>(2), 20);
+    assert!(row.get::<_, bool>(3) && row.get::<_, bool>(4));
+    assert_eq!(row.get::<_, i32>(5), 0, "timestamps fall on 20 ms ticks");
+}
+
+#[test]
+fn bad_identity_settings_stop_the_server() {
+    let c = Cluster::new("refusals", &["include_if_exists = 'case.conf'"]);
+    let cases: &[(&str, &str)] = &[
+        ("snowflake.worker_id = 32", "\"snowflake.worker_id\": \"32\""),
+        ("snowflake.worker_id = -1", "\"snowflake.worker_id\": \"-1\""),
+        ("snowflake.worker_id = 'two'", "\"snowflake.worker_id\": \"two\""),
+        ("snowflake.datacenter_id = 99999999999", "\"snowflake.datacenter_id\": \"99999999999\""),
+        ("snowflake.layout = 'timestamp:41,shard:10,sequence:12'", "\"snowflake.layout\""),
+        ("snowflake.layout = 'timestamp:42,datacenter:5,worker:5,sequence:12'", "\"snowflake.layout\""),
+        ("snowflake.layout = 'instagram'\nsnowflake.datacenter_id = 1", "\"snowflake.datacenter_id\": \"1\""),
+        ("snowflake.epoch = '2999-01-01'", "\"snowflake.epoch\""),
+        ("snowflake.epoch = 'last tuesday'", "\"snowflake.epoch\""),
+        ("snowflake.tick_ms = 0", "\"snowflake.tick_ms\": \"0\""),
+        (
+            "snowflake.layout = 'timestamp:28,sequence:10'\nsnowflake.epoch = '2010-01-01'\nsnowflake.tick_ms = 1000",
+            "\"snowflake.layout\"",
+        ),
+    ];
+    for (settings, named) in cases {
+        c.write_data_file("case.conf", format!("{settings}\n").as_bytes());
+        let log_before = c.log().len();
+        let started = c.try_start();
+        let log = c.log()[log_before..].to_string();
+        if started.is_ok() {
+            c.stop();
+            panic!("the server started with {settings:?}");
+        }
+        let fatal = format!("FATAL:  invalid value for parameter {named}");
+        assert!(log.contains(&fatal), "{settings:?}: no {fatal:?} in\n{log}");
+        assert!(log.contains("DETAIL:  ") && log.contains("HINT:  "), "{settings:?}: no detail or hint in\n{log}");
+    }
+    // And with the last case removed, the server starts.
+    c.write_data_file("case.conf", b"snowflake.worker_id = 31\n");
+    c.start();
+    let worker: i32 =
+        c.session().query_one("SELECT worker_id FROM snowflake_decode(snowflake_next_id())", &[]).unwrap().get(0);
+    assert_eq!(worker, 31);
+}
+
+#[test]
+fn without_preloading_the_extension_refuses_cleanly() {
+    let c = Cluster::without_preload("nopreload");
+    c.start();
+    let mut s = c.connect();
+    for sql in ["CREATE EXTENSION snowflake_id", "LOAD 'snowflake_id'"] {
+        let e = s.batch_execute(sql).expect_err(sql);
+        let (code, message, hint) = db_error(&e);
+        assert_eq!(code, "55000", "{sql}: {message}");
+        assert_eq!(message, "snowflake_id must be loaded via \"shared_preload_libraries\"");
+        assert!(hint.contains("shared_preload_libraries"), "{hint}");
+    }
+    // The session survives the refusal.
+    let one: i32 = s.query_one("SELECT 1", &[]).unwrap().get(0);
+    assert_eq!(one, 1);
+}
