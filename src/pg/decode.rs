@@ -180,3 +180,13 @@ fn codec_for(layout: &str, epoch: Option<TimestampWithTimeZone>, tick_ms: Option
     });
     Codec::new(resolved.layout, time)
 }
+
+// Each of these returns exactly one row; tell the planner so instead of its
+// default guess of 1000 rows for a set-returning function.
+pgrx::extension_sql!(
+    "ALTER FUNCTION snowflake_decode(bigint) ROWS 1;\n\
+     ALTER FUNCTION snowflake_decode(bigint, text, timestamptz, integer) ROWS 1;\n\
+     ALTER FUNCTION snowflake_status() ROWS 1;\n",
+    name = "one_row_estimates",
+    finalize
+);

@@ -190,6 +190,10 @@ mod tests {
             "snowflake_decode(1):ssS snowflake_decode(4):is snowflake_from_timestamp(1):ssS \
              snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_status(0):vsS snowflake_timestamp(1):ssS"
         );
+        let one_row = one::<bool>(
+            "SELECT bool_and(prorows = 1) FROM pg_proc WHERE proname IN ('snowflake_decode', 'snowflake_status')",
+        );
+        assert!(one_row, "single-row functions tell the planner so");
     }
 
     #[pg_test]
