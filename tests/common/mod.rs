@@ -74,15 +74,24 @@ fn free_port() -> u16 {
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-/// A clock libfaketime reads on every call, so a test can step the server's
-/// wall clock while it runs.
+/// A clock file libfaketime re-reads every second or two, so a test can step the
+/// server's wall clock while it runs. (Re-reading it on every call, with
+/// FAKETIME_NO_CACHE, deadlocks: PostgreSQL's SIGALRM handler reads the time,
+/// and libfaketime's fopen() is not async-signal-safe.)
 pub struct FakeClock {
     file: PathBuf,
 }
 
 impl FakeClock {
-    /// Sets the server's clock `offset_s` seconds away from the real clock.
+    /// Sets the server's clock `offset_s` seconds away from the real clock, and
+    /// waits until every process has read it.
     pub fn set_offset(&self, offset_s: i64) {
+        self.write(offset_s);
+        // libfaketime re-reads the file once more than one whole second has passed.
+        std::thread::sleep(Duration::from_millis(2100));
+    }
+
+    fn write(&self, offset_s: i64) {
         let tmp = self.file.with_extension("tmp");
         fs::write(&tmp, format!("{offset_s:+}\n")).unwrap();
         fs::rename(&tmp, &self.file).unwrap();
@@ -147,7 +156,7 @@ impl Cluster {
         }
         let clock = fake_clock.then(|| {
             let c = FakeClock { file: dir.join("faketime.rc") };
-            c.set_offset(0);
+            c.write(0);
             c
         });
         let cluster = Cluster { dir, data, port, bin, clock };
@@ -178,7 +187,7 @@ impl Cluster {
             Some(clock) => vec![
                 format!("LD_PRELOAD={LIBFAKETIME}"),
                 format!("FAKETIME_TIMESTAMP_FILE={}", clock.file.display()),
-                "FAKETIME_NO_CACHE=1".into(),
+                "FAKETIME_CACHE_DURATION=1".into(),
                 "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
                 "NO_FAKE_STAT=1".into(),
             ],
@@ -256,10 +265,25 @@ impl Cluster {
         as_server_user(Path::new(program)).args(args).output().unwrap()
     }
 
-    /// Kills one backend with SIGKILL; the postmaster then resets shared memory.
-    pub fn kill_backend(&self, pid: i32) {
+    /// Kills one backend with SIGKILL and waits until the postmaster has reset
+    /// shared memory and accepts queries again.
+    pub fn crash_backend(&self, pid: i32) {
+        let log_before = self.log().len();
         let ok = Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success();
         assert!(ok, "kill -9 {pid}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.log()[log_before..].contains("all server processes terminated; reinitializing") {
+            assert!(Instant::now() < deadline, "no crash restart:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A connection made while the postmaster restarts may still be cut off.
+        loop {
+            if self.connect().query_one("SELECT 1", &[]).is_ok() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no recovery after the crash");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     pub fn state_file(&self) -> PathBuf {
