@@ -95,7 +95,7 @@ class Server:
 
     def psql(self, script):
         cmd = as_postgres([f"{self.bindir}/psql", "-h", self.dir, "-p", str(self.port), "-U", "postgres",
-                           "-d", "postgres", "-X", "-q", "-v", "ON_ERROR_STOP=1"])
+                           "-d", "postgres", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
         return subprocess.run(cmd, input=script, text=True, check=True, capture_output=True).stdout
 
     def timings(self, queries):

@@ -1,15 +1,13 @@
 //! The only place that reads the wall clock.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use crate::snowflake::time::UnixMillis;
 
-/// The system's real-time clock (`CLOCK_REALTIME`), in Unix milliseconds.
-/// A clock set before 1970 reads as negative.
+/// The system's real-time clock (`CLOCK_REALTIME`), in Unix milliseconds
+/// (rounded down; negative for a clock set before 1970).
 #[inline]
 pub fn now() -> UnixMillis {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => UnixMillis(d.as_millis() as i64),
-        Err(e) => UnixMillis(-(e.duration().as_millis() as i64)),
-    }
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // Cannot fail for CLOCK_REALTIME with a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    UnixMillis(ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000)
 }

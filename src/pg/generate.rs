@@ -6,7 +6,7 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{file_access_code, os_message, raise, report};
-use super::shmem::{self, GENERATOR};
+use super::shmem;
 use super::{clock, guc};
 use crate::snowflake::generator::{Block, Refusal};
 
@@ -65,7 +65,7 @@ impl Iterator for Ids {
 /// Takes up to `want` consecutive IDs from the shared generator, waiting for
 /// the clock when the generator may not run further ahead of it.
 pub fn reserve(want: u64) -> Block {
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if shmem::recovery_in_progress() {
         refuse_during_recovery();
     }
     let time = shmem::config().codec.time;
@@ -73,7 +73,7 @@ pub fn reserve(want: u64) -> Block {
     loop {
         let drift = time.ticks_in(guc::max_drift_ms());
         let (result, now, step_back) = {
-            let mut shared = GENERATOR.exclusive();
+            let mut shared = shmem::exclusive();
             // Read the clock under the lock, so that readings reach the
             // generator in order and a slow backend is not taken for a step back.
             let now_ms = clock::now();
@@ -158,7 +158,7 @@ fn nap(d: Duration) {
 
 fn record_wait(since: Instant) {
     let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
-    GENERATOR.exclusive().generator.record_wait(micros);
+    shmem::exclusive().generator.record_wait(micros);
 }
 
 fn report_step_back(r: shmem::StepBackReport) {

@@ -7,12 +7,11 @@
 //! the generator resumes above the mark recorded in the state file.
 
 use std::path::{Path, PathBuf};
+use std::ptr;
 use std::sync::OnceLock;
 
-use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
-use pgrx::shmem::PGRXSharedMemory;
-use pgrx::{pg_shmem_init, PgLogLevel};
+use pgrx::PgLogLevel;
 
 use super::error::{os_message, raise, report};
 use crate::snowflake::config::Config;
@@ -27,6 +26,9 @@ pub const WINDOW_MS: u64 = 1000;
 /// Log a clock step back at most this often.
 const WARNING_INTERVAL_MS: u64 = 60_000;
 
+const NAME: &std::ffi::CStr = c"snowflake_id";
+
+/// The generator state every backend shares.
 #[derive(Clone, Copy)]
 pub struct Shared {
     pub generator: Generator,
@@ -35,19 +37,137 @@ pub struct Shared {
     last_report: UnixMillis,
 }
 
-unsafe impl PGRXSharedMemory for Shared {}
+/// What lives in shared memory: the lock and the state it protects.
+#[repr(C)]
+struct Segment {
+    lock: *mut pg_sys::LWLock,
+    shared: Shared,
+}
 
-pub static GENERATOR: PgLwLock<Shared> = unsafe { PgLwLock::new(c"snowflake_id") };
+/// This process's pointer to the segment; set by the startup hook in the
+/// postmaster (and inherited by every backend it forks).
+static mut SEGMENT: *mut Segment = ptr::null_mut();
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 static STATE_PATH: OnceLock<PathBuf> = OnceLock::new();
+static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
+static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
+
+// The hot path calls these directly: pgrx's wrappers set up a sigsetjmp per
+// call to turn a PostgreSQL ERROR into a panic, and none of the three raises
+// one here (LWLockAcquire only errors past 200 held locks).
+mod raw {
+    use pgrx::pg_sys::{LWLock, LWLockMode};
+    unsafe extern "C" {
+        pub fn LWLockAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
+        pub fn LWLockRelease(lock: *mut LWLock);
+        pub fn RecoveryInProgress() -> bool;
+    }
+}
+
+/// True while the server is a standby or recovering.
+#[inline]
+pub fn recovery_in_progress() -> bool {
+    unsafe { raw::RecoveryInProgress() }
+}
+
+/// The shared state, locked in `mode`, released when dropped.
+pub struct Locked {
+    segment: *mut Segment,
+}
+
+impl Locked {
+    #[inline]
+    fn acquire(mode: pg_sys::LWLockMode::Type) -> Locked {
+        let segment = unsafe { SEGMENT };
+        assert!(!segment.is_null(), "snowflake_id shared memory is initialised at server start");
+        unsafe { raw::LWLockAcquire((*segment).lock, mode) };
+        Locked { segment }
+    }
+}
+
+impl std::ops::Deref for Locked {
+    type Target = Shared;
+    #[inline]
+    fn deref(&self) -> &Shared {
+        unsafe { &(*self.segment).shared }
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Shared {
+        unsafe { &mut (*self.segment).shared }
+    }
+}
+
+impl Drop for Locked {
+    #[inline]
+    fn drop(&mut self) {
+        // Also runs when a Rust panic unwinds out of the locked section; no
+        // PostgreSQL function that could longjmp is called while locked.
+        unsafe { raw::LWLockRelease((*self.segment).lock) };
+    }
+}
+
+/// The generator, exclusively.
+#[inline]
+pub fn exclusive() -> Locked {
+    Locked::acquire(pg_sys::LWLockMode::LW_EXCLUSIVE)
+}
+
+/// The generator, for reading.
+pub fn shared() -> Locked {
+    Locked::acquire(pg_sys::LWLockMode::LW_SHARED)
+}
 
 /// Keeps the configuration and asks for shared memory. Postmaster only.
 pub fn init(config: Config) {
     let data_dir = unsafe { std::ffi::CStr::from_ptr(pg_sys::DataDir) }.to_string_lossy().into_owned();
     STATE_PATH.get_or_init(|| Path::new(&data_dir).join(state_file::FILE_NAME));
     CONFIG.get_or_init(|| config);
-    pg_shmem_init!(GENERATOR = startup_state());
+    unsafe {
+        PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request_shmem);
+        PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(startup_shmem);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn request_shmem() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST_HOOK {
+            prev();
+        }
+        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Segment>());
+        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 1);
+    }
+}
+
+/// Runs in the postmaster at start and again when it re-initialises shared
+/// memory after a backend crashed: both times the generator resumes above the
+/// recorded mark.
+#[pg_guard]
+unsafe extern "C-unwind" fn startup_shmem() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
+            prev();
+        }
+        let shared = startup_state();
+        // AddinShmemInitLock, as pgrx's own shared memory uses it.
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let segment =
+            pg_sys::ShmemInitStruct(NAME.as_ptr(), std::mem::size_of::<Segment>(), &mut found).cast::<Segment>();
+        if !found {
+            let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(NAME.as_ptr())).lock;
+            segment.write(Segment { lock, shared });
+        }
+        SEGMENT = segment;
+        pg_sys::LWLockRelease(init_lock);
+    }
 }
 
 /// The server's validated identity; set before any backend starts.

@@ -3,7 +3,7 @@
 use pgrx::prelude::*;
 
 use super::decode::timestamptz;
-use super::shmem::{self, GENERATOR};
+use super::shmem;
 use super::{clock, guc};
 
 /// One row for monitoring. Counters start at zero when the server starts.
@@ -34,7 +34,7 @@ fn snowflake_status() -> TableIterator<
 > {
     let config = shmem::config();
     let time = config.codec.time;
-    let generator = GENERATOR.share().generator;
+    let generator = shmem::shared().generator;
     let now = time.tick_of(clock::now());
     let stats = *generator.stats();
     let mark = generator.mark();

@@ -65,8 +65,13 @@ impl TimeBase {
     }
 
     /// A duration in milliseconds as whole ticks (rounded down).
+    #[inline]
     pub fn ticks_in(&self, ms: u64) -> u64 {
-        ms / u64::from(self.tick_ms)
+        if self.tick_ms == 1 {
+            ms
+        } else {
+            ms / u64::from(self.tick_ms)
+        }
     }
 
     /// A number of ticks in milliseconds, saturating.
