@@ -184,30 +184,30 @@ impl Generator {
         self.observe(now);
         let t = self.template;
         let max_tick = t.max_tick();
-        let wall_tick = now.clamp(0, i64::MAX) as u64;
+        let wall_tick = now.max(0) as u64;
         let wall_pos = t.position(wall_tick.min(max_tick + 1));
-        // The last tick this call may issue, in i128 so that nothing overflows.
-        let limit = now as i128 + max_drift.min(i64::MAX as u64) as i128;
+        let limit = last_allowed_tick(now, max_drift);
 
         let mut start = self.next.max(wall_pos);
         let mut new_era = false;
-        if t.tick_of(start) as i128 > limit {
+        if limit.is_none_or(|l| t.tick_of(start) > l) {
             let clock_went_back = now < self.wall_high;
-            if t.max_clock_back().is_some() && clock_went_back && wall_tick as i128 <= limit {
+            if t.max_clock_back().is_some() && clock_went_back && limit.is_some_and(|l| wall_tick <= l) {
                 if Some(self.clock_back) == t.max_clock_back() {
                     return Err(Refusal::ClockBackExhausted);
                 }
                 new_era = true;
                 start = wall_pos;
             } else {
-                let until = (t.tick_of(start) as i128 - max_drift as i128).clamp(i64::MIN as i128, i64::MAX as i128);
-                return Err(Refusal::Wait { until: until as i64 });
+                let until = (t.tick_of(start) as i64).saturating_sub(max_drift.min(i64::MAX as u64) as i64);
+                return Err(Refusal::Wait { until });
             }
         }
         if t.tick_of(start) > max_tick {
             return Err(Refusal::TimestampExhausted);
         }
-        let last_allowed = t.position(limit.min(max_tick as i128) as u64 + 1) - 1;
+        // `limit` is at least the start's tick here.
+        let last_allowed = t.position(limit.unwrap_or(0).min(max_tick) + 1) - 1;
         let end = start.saturating_add(want - 1).min(last_allowed);
 
         let era = self.clock_back + u64::from(new_era);
@@ -227,6 +227,7 @@ impl Generator {
         Ok(Block { template: t, first: start, len: end - start + 1, clock_back: era })
     }
 
+    #[inline]
     fn observe(&mut self, now: i64) {
         if now < self.wall_last {
             let back = now.abs_diff(self.wall_last);
@@ -243,9 +244,9 @@ impl Generator {
         let (first_tick, last_tick) = (t.tick_of(start), t.tick_of(end));
         let starts_a_tick = t.sequence_of(start) == 0;
         let entered_from = if starts_a_tick { first_tick } else { first_tick + 1 };
-        let ahead_from = (entered_from as i128).max(now as i128 + 1);
-        if last_tick as i128 >= ahead_from {
-            self.stats.ticks_borrowed += (last_tick as i128 - ahead_from + 1) as u64;
+        let ahead_from = entered_from.max(if now < 0 { 0 } else { now as u64 + 1 });
+        if last_tick >= ahead_from {
+            self.stats.ticks_borrowed += last_tick - ahead_from + 1;
         }
         let ran_out_before = !self.fresh && !new_era && start == self.next && starts_a_tick;
         self.stats.sequence_exhaustions += last_tick - first_tick + u64::from(ran_out_before);
@@ -278,6 +279,17 @@ impl Generator {
         }
         let last = self.template.tick_of(self.next - 1);
         (last as i128 - now as i128).max(0) as u64
+    }
+}
+
+/// The last tick a call at wall-clock tick `now` may issue; `None` when even
+/// tick zero is more than `max_drift` ahead (a clock before the epoch).
+#[inline]
+fn last_allowed_tick(now: i64, max_drift: u64) -> Option<u64> {
+    if now >= 0 {
+        Some((now as u64).saturating_add(max_drift))
+    } else {
+        u64::try_from(now.saturating_add(max_drift.min(i64::MAX as u64) as i64)).ok()
     }
 }
 
