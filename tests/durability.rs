@@ -46,13 +46,18 @@ fn a_backend_killed_during_generation_does_not_repeat_ids() {
     c.clock.as_ref().unwrap().set_offset(-3600);
     sleep(Duration::from_millis(500));
     let mut s = c.connect();
-    let pid: i32 = s
-        .query_one(
-            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'INSERT INTO ids%' AND state = 'active' LIMIT 1",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let pid: i32 = loop {
+        // A client is caught between statements now and then: look again.
+        let generating = s
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity WHERE query LIKE 'INSERT INTO ids%' AND state = 'active' LIMIT 1",
+                &[],
+            )
+            .unwrap();
+        if let Some(row) = generating {
+            break row.get(0);
+        }
+    };
     drop(s);
     c.crash_backend(pid);
     load.next_phase();

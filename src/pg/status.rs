@@ -7,6 +7,8 @@ use super::shmem;
 use super::{clock, guc};
 
 /// One row for monitoring. Counters start at zero when the server starts.
+/// The identity columns (datacenter, worker, system identifier, timeline) let
+/// a check across servers flag two servers claiming one worker number.
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_status() -> TableIterator<
     'static,
@@ -16,6 +18,8 @@ fn snowflake_status() -> TableIterator<
         name!(tick_ms, i32),
         name!(datacenter_id, i32),
         name!(worker_id, i32),
+        name!(system_identifier, i64),
+        name!(timeline, Option<i32>),
         name!(max_clock_drift_ms, i64),
         name!(max_wait_ms, i64),
         name!(ids_issued, i64),
@@ -46,6 +50,11 @@ fn snowflake_status() -> TableIterator<
         time.tick_ms() as i32,
         config.node.datacenter as i32,
         config.node.worker as i32,
+        // As pg_control_system() shows it: a bigint, negative above 2^63.
+        unsafe { pg_sys::GetSystemIdentifier() } as i64,
+        // A promoted standby or a restored backup moves to a new timeline;
+        // NULL while this server is in recovery.
+        (!shmem::recovery_in_progress()).then(|| unsafe { pg_sys::GetWALInsertionTimeLine() } as i32),
         count(guc::max_drift_ms()),
         count(guc::max_wait_ms()),
         count(stats.ids_issued),

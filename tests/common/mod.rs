@@ -164,6 +164,41 @@ impl Cluster {
         cluster
     }
 
+    /// A physical standby of `primary`, from a base backup, with `settings`
+    /// appended. Not started.
+    pub fn standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = PathBuf::from(format!("/tmp/sf{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        if running_as_root() {
+            assert!(Command::new("chown").args(["postgres:postgres"]).arg(&dir).status().unwrap().success());
+        }
+        let data = dir.join("data");
+        let bin = bindir();
+        let out = as_server_user(&bin.join("pg_basebackup"))
+            .args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres", "-R", "-X", "stream", "-D"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg_basebackup for {name}: {}", String::from_utf8_lossy(&out.stderr));
+        let port = free_port();
+        let mut conf = format!("\n# {name}\nport = {port}\nunix_socket_directories = '{}'\n", dir.display());
+        for s in settings {
+            conf.push_str(s);
+            conf.push('\n');
+        }
+        let standby = Cluster { dir, data, port, bin, clock: None };
+        standby.append_conf(&conf);
+        standby
+    }
+
+    /// Promotes a standby and waits until it accepts writes.
+    pub fn promote(&self) {
+        let out = self.pg_ctl().args(["promote", "-w", "-D"]).arg(&self.data).output().unwrap();
+        assert!(out.status.success(), "promote: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     pub fn append_conf(&self, text: &str) {
         let path = self.data.join("postgresql.conf");
         let mut child = as_server_user(Path::new("tee"))

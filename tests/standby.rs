@@ -1,0 +1,59 @@
+//! A physical standby: it refuses to generate while in recovery, and once
+//! promoted the cross-server identity check tells it from its old primary.
+
+mod common;
+
+use common::{db_error, Cluster};
+
+fn identity(c: &Cluster) -> (i32, i32, i64, Option<i32>) {
+    let row = c
+        .connect()
+        .query_one("SELECT datacenter_id, worker_id, system_identifier, timeline FROM snowflake_status()", &[])
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2), row.get(3))
+}
+
+#[test]
+fn a_standby_refuses_to_generate_and_a_promoted_one_is_told_apart() {
+    let primary = Cluster::new("primary", &["snowflake.worker_id = 1"]);
+    primary.start();
+    let mut p = primary.session();
+    p.batch_execute(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v int); INSERT INTO t (v) VALUES (1)",
+    )
+    .unwrap();
+    let standby = Cluster::standby_of(&primary, "standby", &[]);
+    standby.start();
+
+    let mut s = standby.connect();
+    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, hint) = db_error(&e);
+    assert_eq!((code.as_str(), message.as_str()), ("25006", "cannot generate snowflake IDs during recovery"));
+    assert!(hint.contains("snowflake.worker_id"), "{hint}");
+    // Reading IDs works on the standby.
+    let worker: i32 = s.query_one("SELECT worker_id FROM t, snowflake_decode(t.id)", &[]).unwrap().get(0);
+    assert_eq!(worker, 1);
+    let (_, _, sysid, timeline) = identity(&standby);
+    assert_eq!((sysid, timeline), (identity(&primary).2, None), "same system, no timeline while in recovery");
+
+    // The guide's way to give a standby its own number before promotion.
+    s.batch_execute("ALTER SYSTEM SET snowflake.worker_id = 2").unwrap();
+    drop(s);
+    standby.stop();
+    standby.start();
+    standby.promote();
+    let mut s = standby.connect();
+    s.execute("INSERT INTO t (v) VALUES (2)", &[]).unwrap();
+    let workers: Vec<i32> = s
+        .query("SELECT d.worker_id FROM t, snowflake_decode(t.id) d ORDER BY v", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(workers, vec![1, 2]);
+    let (p_id, s_id) = (identity(&primary), identity(&standby));
+    assert_eq!(p_id.2, s_id.2, "a promoted standby keeps the system identifier");
+    // ...but moves to a new timeline, so had it kept worker 1, the check across
+    // servers would see one (datacenter, worker) pair claimed by two servers.
+    assert!(s_id.3 > p_id.3, "a new timeline: {p_id:?} {s_id:?}");
+}
