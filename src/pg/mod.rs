@@ -1,6 +1,7 @@
 //! The PostgreSQL layer: settings, shared memory, SQL functions and errors.
 //! Everything that decides what an ID is lives in [`crate::snowflake`].
 
+mod adopt;
 mod clock;
 mod decode;
 mod error;
