@@ -171,10 +171,7 @@ fn codec_for(layout: &str, epoch: Option<TimestampWithTimeZone>, tick_ms: Option
     let time = u32::try_from(tick).ok().and_then(|t| TimeBase::new(epoch, t)).unwrap_or_else(|| {
         invalid(
             "tick",
-            format!(
-                "tick_ms is {tick}, but a tick lasts from 1 to {} milliseconds",
-                crate::snowflake::time::MAX_TICK_MS
-            ),
+            format!("a tick of {tick} ms is not between 1 and {} ms", crate::snowflake::time::MAX_TICK_MS),
             "Use 1 for millisecond timestamps.",
         )
     });

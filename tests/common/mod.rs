@@ -47,6 +47,19 @@ pub fn bindir() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
+/// Copies a file into the installation's `extension` directory (as root, or
+/// through sudo), as an older release of the extension would have left it.
+pub fn install_extension_file(src: &Path) {
+    let out = Command::new(pg_config()).arg("--sharedir").output().expect("pg_config runs");
+    let dest = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("extension");
+    let mut install = if running_as_root() { Command::new("install") } else { Command::new("sudo") };
+    if !running_as_root() {
+        install.args(["-n", "install"]);
+    }
+    let ok = install.args(["-m", "644"]).arg(src).arg(&dest).status().unwrap().success();
+    assert!(ok, "install {} into {}", src.display(), dest.display());
+}
+
 fn running_as_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
 }

@@ -1,0 +1,171 @@
+//! Moving existing databases to snowflake_id and keeping them for years:
+//! upgrading from the first release, dump and restore, and IDs in JSON.
+
+mod common;
+
+use std::path::Path;
+
+use common::{install_extension_file, Cluster};
+
+/// Every function of the extension with everything that defines it.
+const SURFACE: &str = "SELECT string_agg(format('%s(%s) -> %s [%s%s%s rows=%s] %s', p.proname,
+            pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid), p.provolatile, p.proparallel,
+            CASE WHEN p.proisstrict THEN ' strict' ELSE '' END, p.prorows, md5(p.prosrc)), E'\\n'
+            ORDER BY p.proname, pg_get_function_identity_arguments(p.oid))
+     FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
+     WHERE p.pronamespace = e.extnamespace";
+
+#[test]
+fn an_upgrade_from_the_first_release_matches_a_fresh_install() {
+    install_extension_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/snowflake_id--0.1.0.sql"));
+    let c = Cluster::new("upgrade", &["snowflake.worker_id = 3"]);
+    c.start();
+    let mut s = c.connect();
+    s.batch_execute(
+        "CREATE EXTENSION snowflake_id VERSION '0.1.0';
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v int);
+         INSERT INTO t (v) SELECT generate_series(1, 100);
+         CREATE TABLE legacy (id serial PRIMARY KEY, v int);
+         INSERT INTO legacy (v) SELECT generate_series(1, 10);",
+    )
+    .unwrap();
+    let version = |s: &mut postgres::Client| -> String {
+        s.query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'", &[]).unwrap().get(0)
+    };
+    assert_eq!(version(&mut s), "0.1.0");
+    let before: i64 = s.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+
+    s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+    assert_eq!(version(&mut s), env!("CARGO_PKG_VERSION"));
+    // What 0.1.0 created keeps working, and what the update added works.
+    s.batch_execute(
+        "INSERT INTO t (v) VALUES (101); SELECT snowflake_adopt('legacy', 'id'); INSERT INTO legacy (v) VALUES (11)",
+    )
+    .unwrap();
+    let row = s
+        .query_one(
+            "SELECT (SELECT max(id) FROM t), (SELECT worker_id FROM snowflake_decode((SELECT max(id) FROM legacy))),
+                    (SELECT worker_id FROM snowflake_status())",
+            &[],
+        )
+        .unwrap();
+    assert!(row.get::<_, i64>(0) > before);
+    assert_eq!((row.get::<_, i32>(1), row.get::<_, i32>(2)), (3, 3));
+
+    // The upgraded extension defines exactly what a fresh install does.
+    let upgraded: String = s.query_one(SURFACE, &[]).unwrap().get(0);
+    s.batch_execute("CREATE DATABASE fresh").unwrap();
+    let mut fresh = postgres::Client::connect(
+        &format!("host=127.0.0.1 port={} user=postgres dbname=fresh", c.port),
+        postgres::NoTls,
+    )
+    .unwrap();
+    fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let installed: String = fresh.query_one(SURFACE, &[]).unwrap().get(0);
+    assert_eq!(upgraded, installed);
+}
+
+#[test]
+fn a_dump_restores_into_a_fresh_server_with_its_defaults() {
+    let source = Cluster::new("dumpsource", &["snowflake.worker_id = 4"]);
+    source.start();
+    source
+        .session()
+        .batch_execute(
+            "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), item text);
+             CREATE TABLE lines (id bigint PRIMARY KEY DEFAULT snowflake_next_id(),
+                                 order_id bigint NOT NULL REFERENCES orders, qty int);
+             INSERT INTO orders (item) SELECT 'item ' || g FROM generate_series(1, 1000) g;
+             INSERT INTO lines (order_id, qty) SELECT id, 1 FROM orders;",
+        )
+        .unwrap();
+    let dump = source.dir.join("db.dump");
+    let port = source.port.to_string();
+    let out = source.run(
+        "pg_dump",
+        &["-Fc", "-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-f", dump.to_str().unwrap(), "postgres"],
+    );
+    assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+
+    // The replacement server: same worker number, its own (empty) state.
+    let target = Cluster::new("dumptarget", &["snowflake.worker_id = 4"]);
+    target.start();
+    let port = target.port.to_string();
+    let out = target.run(
+        "pg_restore",
+        &[
+            "--exit-on-error",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            dump.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "pg_restore: {}", String::from_utf8_lossy(&out.stderr));
+
+    let mut s = target.connect();
+    let restored: i64 = s
+        .query_one("SELECT max(id) FROM (SELECT id FROM orders UNION ALL SELECT id FROM lines) ids", &[])
+        .unwrap()
+        .get(0);
+    let defaults: i64 = s
+        .query_one(
+            "SELECT count(*) FROM pg_attrdef WHERE pg_get_expr(adbin, adrelid) = 'snowflake_next_id()'
+               AND adrelid IN ('orders'::regclass, 'lines'::regclass)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(defaults, 2, "both keys still default to snowflake_next_id()");
+    let row = s
+        .query_one(
+            "WITH o AS (INSERT INTO orders (item) VALUES ('after restore') RETURNING id),
+                  l AS (INSERT INTO lines (order_id, qty) SELECT id, 2 FROM o RETURNING id)
+             SELECT (SELECT id FROM o), (SELECT id FROM l), (SELECT count(*) FROM orders)",
+            &[],
+        )
+        .unwrap();
+    let (order, line, count): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(count, 1000, "every row was restored");
+    assert!(order > restored && line > order, "new IDs {order}, {line} are above every restored one ({restored})");
+}
+
+#[test]
+fn ids_reach_javascript_intact_only_as_text() {
+    let c = Cluster::new("json", &[]);
+    c.start();
+    let mut s = c.session();
+    // Discord's documented example, and a fresh ID with an odd sequence number:
+    // both need more than the 53 bits a JavaScript number holds exactly.
+    let rows = s
+        .query(
+            "WITH t(id, item) AS (VALUES (175928847299117063, 'tea'), ((SELECT max(i) FROM snowflake_next_ids(2) i), 'cake'))
+             SELECT id, json_build_object('id', id)::text, json_build_object('id', id::text)::text,
+                    (to_jsonb(t) || jsonb_build_object('id', t.id::text))::text
+             FROM t",
+            &[],
+        )
+        .unwrap();
+    for r in rows {
+        let (id, as_number, as_text, row_json): (i64, String, String, String) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        // JSON.parse reads a number as an IEEE double, as f64 does.
+        let number = json_value(&as_number);
+        let parsed: f64 = number.parse().unwrap();
+        assert_ne!(parsed as i64, id, "a JSON number loses the low bits of {id}");
+        assert_eq!(json_value(&as_text), format!("\"{id}\""), "as a string it arrives intact");
+        assert!(row_json.contains(&format!("\"id\": \"{id}\"")), "the README's row pattern: {row_json}");
+    }
+}
+
+/// The value of the "id" key of a one-key JSON object, as written.
+fn json_value(json: &str) -> String {
+    let after = json.split_once(':').expect("a JSON object").1;
+    after.trim().trim_end_matches('}').trim().to_string()
+}

@@ -1,0 +1,52 @@
+-- Every error a user can meet, with its SQLSTATE, message, detail and hint.
+SET timezone = 'UTC';
+SET datestyle = 'ISO';
+
+-- Runs a statement and shows the error it raises, one row per error.
+CREATE FUNCTION pg_temp.try(statement text,
+    OUT state text, OUT message text, OUT detail text, OUT hint text) AS $$
+BEGIN
+    EXECUTE statement;
+    message := 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
+                            detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+END $$ LANGUAGE plpgsql;
+\x on
+
+-- IDs that are no snowflakes.
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(-1)');
+SELECT * FROM pg_temp.try('SELECT snowflake_timestamp(-1)');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1::bigint << 40, ''timestamp:20,sequence:4'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1::bigint << 50, ''reserved:1,timestamp:40,sequence:10'')');
+
+-- Layouts and ticks given to snowflake_decode.
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp:41,shard:10,sequence:12'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp:42,datacenter:5,worker:5,sequence:12'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''sequence:12,timestamp:41'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp:41,worker:10'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp:41,worker:10,worker:2,sequence:10'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, '''')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp:20,sequence:32'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', NULL, 0)');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infinity'')');
+
+-- Times outside the layout.
+SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2024-12-31 23:59:59.999+00'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2094-09-07 15:47:35.552+00'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''infinity'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''-infinity'')');
+
+-- Bulk sizes.
+SELECT * FROM pg_temp.try('SELECT snowflake_next_ids(-1)');
+SELECT * FROM pg_temp.try('SELECT snowflake_next_ids(100000001)');
+
+-- Identity settings cannot change in a session, not even for a superuser.
+SELECT * FROM pg_temp.try('SET snowflake.worker_id = 8');
+SELECT * FROM pg_temp.try('SET snowflake.datacenter_id = 1');
+SELECT * FROM pg_temp.try('SET snowflake.layout = ''instagram''');
+SELECT * FROM pg_temp.try('SET snowflake.epoch = ''2020-01-01''');
+SELECT * FROM pg_temp.try('SET snowflake.tick_ms = 10');
+SELECT * FROM pg_temp.try('SET snowflake.max_clock_drift = ''1s''');
+SHOW snowflake.worker_id;
