@@ -37,6 +37,23 @@ fn node(name: &'static str, datacenter: i32, worker: i32) -> Node {
     Node { name, datacenter, worker, cluster }
 }
 
+/// Creates `events` on every node, publishes it, and subscribes `subscriber` to each.
+fn publish_to(nodes: &[Node], subscriber: &mut postgres::Client) {
+    for n in nodes {
+        n.cluster
+            .session()
+            .batch_execute(&format!("{EVENTS}; CREATE PUBLICATION events_pub FOR TABLE events"))
+            .unwrap();
+        subscriber
+            .batch_execute(&format!(
+                "CREATE SUBSCRIPTION from_{} CONNECTION '{}' PUBLICATION events_pub",
+                n.name,
+                conninfo(&n.cluster)
+            ))
+            .unwrap();
+    }
+}
+
 fn conninfo(c: &Cluster) -> String {
     format!("host=127.0.0.1 port={} user=postgres dbname=postgres", c.port)
 }
@@ -94,18 +111,7 @@ fn three_nodes_merge_into_an_aggregator_without_conflict() {
     aggregator.start();
     let mut agg = aggregator.session();
     agg.batch_execute(EVENTS).unwrap();
-    for n in &nodes {
-        n.cluster
-            .session()
-            .batch_execute(&format!("{EVENTS}; CREATE PUBLICATION events_pub FOR TABLE events"))
-            .unwrap();
-        agg.batch_execute(&format!(
-            "CREATE SUBSCRIPTION from_{} CONNECTION '{}' PUBLICATION events_pub",
-            n.name,
-            conninfo(&n.cluster)
-        ))
-        .unwrap();
-    }
+    publish_to(&nodes, &mut agg);
 
     let (clients, batches, batch) = (3, 20, 500);
     generate(&nodes.iter().collect::<Vec<_>>(), "events", clients, batches, batch);
@@ -191,18 +197,7 @@ fn two_nodes_with_one_worker_id_collide_and_the_guide_finds_them() {
         "CREATE TABLE events (id bigint, node text, client int, n int, created_at timestamptz, PRIMARY KEY (node, id))",
     )
     .unwrap();
-    for n in &nodes {
-        n.cluster
-            .session()
-            .batch_execute(&format!("{EVENTS}; CREATE PUBLICATION events_pub FOR TABLE events"))
-            .unwrap();
-        agg.batch_execute(&format!(
-            "CREATE SUBSCRIPTION from_{} CONNECTION '{}' PUBLICATION events_pub",
-            n.name,
-            conninfo(&n.cluster)
-        ))
-        .unwrap();
-    }
+    publish_to(&nodes, &mut agg);
     generate(&nodes.iter().collect::<Vec<_>>(), "events", 2, 20, 1000);
     wait_for_rows(&mut agg, "events", 2 * 2 * 20 * 1000);
 

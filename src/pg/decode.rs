@@ -27,15 +27,7 @@ fn snowflake_decode(
         name!(clock_back, Option<i32>),
     ),
 > {
-    let codec = &shmem::config().codec;
-    let d = decode(codec, id);
-    TableIterator::once((
-        timestamp_of(codec, id, &d),
-        int(d.datacenter),
-        int(d.worker),
-        d.sequence as i32,
-        int(d.clock_back),
-    ))
+    TableIterator::once(decoded_row(&shmem::config().codec, id))
 }
 
 /// The fields of an ID under any layout (a preset or a field list), to read IDs
@@ -60,15 +52,7 @@ fn snowflake_decode_with_layout(
     let (Some(id), Some(layout)) = (id, layout) else {
         return TableIterator::new(std::iter::empty());
     };
-    let codec = codec_for(layout, epoch, tick_ms);
-    let d = decode(&codec, id);
-    TableIterator::once((
-        timestamp_of(&codec, id, &d),
-        int(d.datacenter),
-        int(d.worker),
-        d.sequence as i32,
-        int(d.clock_back),
-    ))
+    TableIterator::once(decoded_row(&codec_for(layout, epoch, tick_ms), id))
 }
 
 /// When an ID was generated (the start of its tick).
@@ -94,6 +78,17 @@ fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
     };
     let Some(t) = unix_millis(ts) else { out_of_range("the timestamp is infinite".into()) };
     codec.first_id_at(t).unwrap_or_else(|e| out_of_range(e.to_string()))
+}
+
+/// A row of `snowflake_decode`. (The row type is written out in each function
+/// because pgrx reads the column names from the signature.)
+type DecodedRow = (TimestampWithTimeZone, Option<i32>, Option<i32>, i32, Option<i32>);
+
+fn decoded_row(codec: &Codec, id: i64) -> DecodedRow {
+    let d = decode(codec, id);
+    // Layouts keep node, sequence and clock_back fields within 31 bits.
+    let int = |v: Option<u64>| v.map(|v| v as i32);
+    (timestamp_of(codec, id, &d), int(d.datacenter), int(d.worker), d.sequence as i32, int(d.clock_back))
 }
 
 fn decode(codec: &Codec, id: i64) -> Decoded {
@@ -122,11 +117,6 @@ fn timestamp_of(codec: &Codec, id: i64, d: &Decoded) -> TimestampWithTimeZone {
 
 fn last_instant(codec: &Codec) -> String {
     codec.last_instant().map_or_else(|| "the end of time".into(), |t| t.to_string())
-}
-
-fn int(v: Option<u64>) -> Option<i32> {
-    // Layouts keep node, sequence and clock_back fields within 31 bits.
-    v.map(|v| v as i32)
 }
 
 /// A finite instant as a `timestamptz`, if PostgreSQL can hold it.
