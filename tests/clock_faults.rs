@@ -54,7 +54,19 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     assert_eq!(db_error(&e).0, "57014", "{e}");
     assert!(started.elapsed() < Duration::from_millis(900), "the wait honours statement_timeout");
 
-    // ...and without it, snowflake.max_wait does.
+    // ...so does a cancel request...
+    let cancel = s.cancel_token();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.cancel_query(postgres::NoTls).unwrap();
+    });
+    let started = Instant::now();
+    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    canceller.join().unwrap();
+    assert_eq!(db_error(&e).0, "57014", "{e}");
+    assert!(started.elapsed() < Duration::from_millis(900), "the wait honours a cancel request");
+
+    // ...and without either, snowflake.max_wait does.
     s.batch_execute("SET statement_timeout = 0").unwrap();
     let started = Instant::now();
     let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
@@ -140,4 +152,25 @@ fn the_clock_back_field_counts_step_backs_and_survives_a_restart() {
     s.execute(insert, &[&2i32]).unwrap();
     assert_eq!(status(&mut s, "clock_back"), 1, "the era is kept across a restart");
     assert_phases_increase(&mut s, 3);
+}
+
+#[test]
+fn a_used_up_clock_back_field_is_an_error_not_a_wrap() {
+    let c = Cluster::with_fake_clock(
+        "clockbackfull",
+        &["snowflake.layout = 'clock_back:1,timestamp:40,worker:10,sequence:12'", "snowflake.max_clock_drift = 0"],
+    );
+    c.start();
+    let clock = c.clock.as_ref().unwrap();
+    let mut s = c.session();
+    s.query_one("SELECT snowflake_next_id()", &[]).unwrap();
+    clock.set_offset(-60);
+    let era1: i32 = s.query_one("SELECT clock_back FROM snowflake_decode(snowflake_next_id())", &[]).unwrap().get(0);
+    assert_eq!(era1, 1);
+    clock.set_offset(-120);
+    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, hint) = db_error(&e);
+    assert_eq!(code, "2200H", "{message}");
+    assert!(message.contains("clock_back field"), "{message}");
+    assert!(!hint.is_empty());
 }

@@ -7,7 +7,7 @@ mod common;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{assert_phases_increase, Cluster, Load};
+use common::{assert_phases_increase, db_error, Cluster, Load};
 
 #[test]
 fn a_restart_with_the_clock_an_hour_back_continues_above_the_old_ids() {
@@ -115,4 +115,31 @@ fn corrupt_and_unreadable_state_files_stop_the_server() {
     c.start();
     let after: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
     assert!(after > before);
+}
+
+#[test]
+fn a_state_file_that_cannot_be_written_stops_generation_without_losing_an_id() {
+    let c = Cluster::new("unwritable", &[]);
+    c.start();
+    let mut s = c.session();
+    let before: i64 = s.query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    // The temporary file's name taken by a directory: the next write of the mark fails.
+    let blocker = c.data.join("snowflake_id.state.tmp");
+    let ok = c.run_program("mkdir", &[blocker.to_str().unwrap()]).status.success();
+    assert!(ok);
+    // Ten million IDs run seconds past the one-second mark, so a write is needed.
+    let e = s.query_one("SELECT count(*) FROM snowflake_next_ids(10000000)", &[]).unwrap_err();
+    let (code, message, _) = db_error(&e);
+    assert_eq!(code, "58030", "{message}");
+    assert!(message.starts_with("could not write snowflake_id state file"), "{message}");
+    let ok = c.run_program("rmdir", &[blocker.to_str().unwrap()]).status.success();
+    assert!(ok);
+    let after: i64 = s.query_one("SELECT max(id) FROM snowflake_next_ids(10000000) id", &[]).unwrap().get(0);
+    assert!(after > before);
+    // Whatever was issued before the failure stays below the recorded mark.
+    drop(s);
+    c.stop();
+    c.start();
+    let restarted: i64 = c.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    assert!(restarted > after);
 }
