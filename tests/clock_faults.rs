@@ -55,6 +55,7 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     assert!(started.elapsed() < Duration::from_millis(900), "the wait honours statement_timeout");
 
     // ...so does a cancel request...
+    s.batch_execute("SET statement_timeout = 0").unwrap();
     let cancel = s.cancel_token();
     let canceller = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
@@ -67,7 +68,6 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     assert!(started.elapsed() < Duration::from_millis(900), "the wait honours a cancel request");
 
     // ...and without either, snowflake.max_wait does.
-    s.batch_execute("SET statement_timeout = 0").unwrap();
     let started = Instant::now();
     let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
     let (code, message, hint) = db_error(&e);
