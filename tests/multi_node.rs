@@ -151,17 +151,27 @@ fn three_nodes_merge_into_an_aggregator_without_conflict() {
     }
 
     // Sorted by ID, rows follow creation time across nodes, within the clocks'
-    // skew (one machine here) and a tick.
-    let late_ms: f64 = agg
-        .query_one(
-            "SELECT coalesce(max(extract(epoch FROM prev_created - created_at) * 1000), 0)::float8
-             FROM (SELECT created_at, max(created_at) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                          AS prev_created FROM events) s",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert!(late_ms < 50.0, "a row sorted by ID came {late_ms} ms before an earlier-sorted one was created");
+    // skew (none: one machine here) and a tick. A row's key and its created_at
+    // are two default expressions, and a backend descheduled between them makes
+    // that one row look late: judge the 99th percentile, not the worst row.
+    let (p99_ms, max_ms): (f64, f64) = {
+        let row = agg
+            .query_one(
+                "SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY late), max(late)
+                 FROM (SELECT greatest(extract(epoch FROM prev_created - created_at) * 1000, 0)::float8 AS late
+                       FROM (SELECT created_at, max(created_at) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING
+                                                                      AND 1 PRECEDING) AS prev_created
+                             FROM events) s
+                       WHERE prev_created IS NOT NULL) l",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert!(
+        p99_ms < 5.0,
+        "sorted by ID, 1% of rows were created over {p99_ms} ms before earlier-sorted ones (max {max_ms})"
+    );
 
     // The monitoring query of the deployment guide finds nothing wrong.
     let claims = identity_conflicts(&nodes.iter().map(|n| &n.cluster).collect::<Vec<_>>());
