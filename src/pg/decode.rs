@@ -115,7 +115,7 @@ fn timestamp_of(codec: &Codec, id: i64, d: &Decoded) -> TimestampWithTimeZone {
     })
 }
 
-fn last_instant(codec: &Codec) -> String {
+pub(super) fn last_instant(codec: &Codec) -> String {
     codec.last_instant().map_or_else(|| "the end of time".into(), |t| t.to_string())
 }
 

@@ -241,7 +241,7 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64) -> ! {
 
 fn refuse_timestamp_exhausted() -> ! {
     let codec = shmem::config().codec;
-    let last = codec.last_instant().map_or_else(|| "the end of time".into(), |t| t.to_string());
+    let last = super::decode::last_instant(&codec);
     raise(
         PgLogLevel::ERROR,
         PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
