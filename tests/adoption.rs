@@ -19,7 +19,7 @@ const SURFACE: &str = "SELECT string_agg(format('%s(%s) -> %s [%s%s%s rows=%s] %
 #[test]
 fn an_upgrade_from_the_first_release_matches_a_fresh_install() {
     install_extension_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/snowflake_id--0.1.0.sql"));
-    let c = Cluster::new("upgrade", &["snowflake.worker_id = 3"]);
+    let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
     let mut s = c.connect();
     s.batch_execute(
@@ -68,7 +68,7 @@ fn an_upgrade_from_the_first_release_matches_a_fresh_install() {
 
 #[test]
 fn a_dump_restores_into_a_fresh_server_with_its_defaults() {
-    let source = Cluster::new("dumpsource", &["snowflake.worker_id = 4"]);
+    let source = Cluster::new("dumpsource", &["snowflake_id.worker_id = 4"]);
     source.start();
     source
         .session()
@@ -89,7 +89,7 @@ fn a_dump_restores_into_a_fresh_server_with_its_defaults() {
     assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
 
     // The replacement server: same worker number, its own (empty) state.
-    let target = Cluster::new("dumptarget", &["snowflake.worker_id = 4"]);
+    let target = Cluster::new("dumptarget", &["snowflake_id.worker_id = 4"]);
     target.start();
     let port = target.port.to_string();
     let out = target.run(

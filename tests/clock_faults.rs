@@ -41,7 +41,7 @@ fn steps_back_of_two_seconds_a_minute_and_an_hour_under_load() {
 
 #[test]
 fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
-    let c = Cluster::with_fake_clock("strict", &["snowflake.max_clock_drift = 0", "snowflake.max_wait = '1s'"]);
+    let c = Cluster::with_fake_clock("strict", &["snowflake_id.max_clock_drift = 0", "snowflake_id.max_wait = '1s'"]);
     c.start();
     let mut s = c.session();
     let before: i64 = s.query_one("SELECT max(id) FROM snowflake_next_ids(1000) id", &[]).unwrap().get(0);
@@ -67,14 +67,14 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     assert_eq!(db_error(&e).0, "57014", "{e}");
     assert!(started.elapsed() < Duration::from_millis(900), "the wait honours a cancel request");
 
-    // ...and without either, snowflake.max_wait does.
+    // ...and without either, snowflake_id.max_wait does.
     let started = Instant::now();
     let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
     let (code, message, hint) = db_error(&e);
     assert_eq!(code, "55000", "{message}");
     assert!(message.contains("system clock is") && message.contains("behind the last ID"), "{message}");
-    assert!(hint.contains("snowflake.max_clock_drift"), "{hint}");
-    assert!(started.elapsed() >= Duration::from_millis(900), "waited for snowflake.max_wait");
+    assert!(hint.contains("snowflake_id.max_clock_drift"), "{hint}");
+    assert!(started.elapsed() >= Duration::from_millis(900), "waited for snowflake_id.max_wait");
     assert!(status(&mut s, "waits") >= 1);
 
     // Once the clock is back, IDs continue above the old ones.
@@ -89,8 +89,8 @@ fn a_used_up_sequence_borrows_the_next_tick_and_never_repeats() {
         let c = Cluster::new(
             name,
             &[
-                "snowflake.layout = 'timestamp:41,worker:10,sequence:2'",
-                &format!("snowflake.max_clock_drift = '{drift}'"),
+                "snowflake_id.layout = 'timestamp:41,worker:10,sequence:2'",
+                &format!("snowflake_id.max_clock_drift = '{drift}'"),
             ],
         );
         c.start();
@@ -121,8 +121,8 @@ fn the_clock_back_field_counts_step_backs_and_survives_a_restart() {
     let c = Cluster::with_fake_clock(
         "clockback",
         &[
-            "snowflake.layout = 'clock_back:2,timestamp:39,datacenter:5,worker:5,sequence:12'",
-            "snowflake.max_clock_drift = '1s'",
+            "snowflake_id.layout = 'clock_back:2,timestamp:39,datacenter:5,worker:5,sequence:12'",
+            "snowflake_id.max_clock_drift = '1s'",
         ],
     );
     c.start();
@@ -158,7 +158,7 @@ fn the_clock_back_field_counts_step_backs_and_survives_a_restart() {
 fn a_used_up_clock_back_field_is_an_error_not_a_wrap() {
     let c = Cluster::with_fake_clock(
         "clockbackfull",
-        &["snowflake.layout = 'clock_back:1,timestamp:40,worker:10,sequence:12'", "snowflake.max_clock_drift = 0"],
+        &["snowflake_id.layout = 'clock_back:1,timestamp:40,worker:10,sequence:12'", "snowflake_id.max_clock_drift = 0"],
     );
     c.start();
     let clock = c.clock.as_ref().unwrap();

@@ -27,8 +27,8 @@ struct Node {
 }
 
 fn node(name: &'static str, datacenter: i32, worker: i32) -> Node {
-    let dc = format!("snowflake.datacenter_id = {datacenter}");
-    let w = format!("snowflake.worker_id = {worker}");
+    let dc = format!("snowflake_id.datacenter_id = {datacenter}");
+    let w = format!("snowflake_id.worker_id = {worker}");
     let mut settings: Vec<&str> = LOGICAL.to_vec();
     settings.push(&dc);
     settings.push(&w);

@@ -22,7 +22,7 @@ fn pg_regress() -> PathBuf {
 
 #[test]
 fn the_sql_surface_is_unchanged() {
-    let c = Cluster::new("regress", &["snowflake.datacenter_id = 3", "snowflake.worker_id = 7"]);
+    let c = Cluster::new("regress", &["snowflake_id.datacenter_id = 3", "snowflake_id.worker_id = 7"]);
     c.start();
     // pg_regress --use-existing runs in an existing database.
     c.connect().batch_execute("CREATE DATABASE snowflake_regress").unwrap();

@@ -15,7 +15,7 @@ fn identity(c: &Cluster) -> (i32, i32, i64, Option<i32>) {
 
 #[test]
 fn a_standby_refuses_to_generate_and_a_promoted_one_is_told_apart() {
-    let primary = Cluster::new("primary", &["snowflake.worker_id = 1"]);
+    let primary = Cluster::new("primary", &["snowflake_id.worker_id = 1"]);
     primary.start();
     let mut p = primary.session();
     p.batch_execute(
@@ -29,7 +29,7 @@ fn a_standby_refuses_to_generate_and_a_promoted_one_is_told_apart() {
     let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
     let (code, message, hint) = db_error(&e);
     assert_eq!((code.as_str(), message.as_str()), ("25006", "cannot generate snowflake IDs during recovery"));
-    assert!(hint.contains("snowflake.worker_id"), "{hint}");
+    assert!(hint.contains("snowflake_id.worker_id"), "{hint}");
     // Reading IDs works on the standby.
     let worker: i32 = s.query_one("SELECT worker_id FROM t, snowflake_decode(t.id)", &[]).unwrap().get(0);
     assert_eq!(worker, 1);
@@ -37,7 +37,7 @@ fn a_standby_refuses_to_generate_and_a_promoted_one_is_told_apart() {
     assert_eq!((sysid, timeline), (identity(&primary).2, None), "same system, no timeline while in recovery");
 
     // The guide's way to give a standby its own number before promotion.
-    s.batch_execute("ALTER SYSTEM SET snowflake.worker_id = 2").unwrap();
+    s.batch_execute("ALTER SYSTEM SET snowflake_id.worker_id = 2").unwrap();
     drop(s);
     standby.stop();
     standby.start();

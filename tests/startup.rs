@@ -7,14 +7,14 @@ use common::{db_error, Cluster};
 
 #[test]
 fn a_non_default_layout_and_node_decode_as_configured() {
-    let c = Cluster::new("instagram", &["snowflake.layout = 'instagram'", "snowflake.worker_id = 1234"]);
+    let c = Cluster::new("instagram", &["snowflake_id.layout = 'instagram'", "snowflake_id.worker_id = 1234"]);
     c.start();
     let mut s = c.session();
     let row = s
         .query_one(
             "SELECT d.worker_id, d.datacenter_id IS NULL, d.clock_back IS NULL,
                     abs(extract(epoch FROM d.ts - clock_timestamp())) < 60,
-                    current_setting('snowflake.epoch'), st.layout
+                    current_setting('snowflake_id.epoch'), st.layout
              FROM snowflake_decode(snowflake_next_id()) d, snowflake_status() st",
             &[],
         )
@@ -42,17 +42,17 @@ fn an_explicit_epoch_and_tick_override_the_preset() {
     let c = Cluster::new(
         "sonyflake",
         &[
-            "snowflake.layout = 'sonyflake'",
-            "snowflake.worker_id = 65535",
-            "snowflake.epoch = 1420070400000",
-            "snowflake.tick_ms = 20",
+            "snowflake_id.layout = 'sonyflake'",
+            "snowflake_id.worker_id = 65535",
+            "snowflake_id.epoch = 1420070400000",
+            "snowflake_id.tick_ms = 20",
         ],
     );
     c.start();
     let mut s = c.session();
     let row = s
         .query_one(
-            "SELECT d.worker_id, current_setting('snowflake.tick_ms'), st.tick_ms, st.epoch = '2015-01-01 00:00:00+00',
+            "SELECT d.worker_id, current_setting('snowflake_id.tick_ms'), st.tick_ms, st.epoch = '2015-01-01 00:00:00+00',
                     abs(extract(epoch FROM d.ts - clock_timestamp())) < 60,
                     extract(milliseconds FROM d.ts)::int % 20
              FROM snowflake_decode(snowflake_next_id()) d, snowflake_status() st",
@@ -70,19 +70,19 @@ fn an_explicit_epoch_and_tick_override_the_preset() {
 fn bad_identity_settings_stop_the_server() {
     let c = Cluster::new("refusals", &["include_if_exists = 'case.conf'"]);
     let cases: &[(&str, &str)] = &[
-        ("snowflake.worker_id = 32", "\"snowflake.worker_id\": \"32\""),
-        ("snowflake.worker_id = -1", "\"snowflake.worker_id\": \"-1\""),
-        ("snowflake.worker_id = 'two'", "\"snowflake.worker_id\": \"two\""),
-        ("snowflake.datacenter_id = 99999999999", "\"snowflake.datacenter_id\": \"99999999999\""),
-        ("snowflake.layout = 'timestamp:41,shard:10,sequence:12'", "\"snowflake.layout\""),
-        ("snowflake.layout = 'timestamp:42,datacenter:5,worker:5,sequence:12'", "\"snowflake.layout\""),
-        ("snowflake.layout = 'instagram'\nsnowflake.datacenter_id = 1", "\"snowflake.datacenter_id\": \"1\""),
-        ("snowflake.epoch = '2999-01-01'", "\"snowflake.epoch\""),
-        ("snowflake.epoch = 'last tuesday'", "\"snowflake.epoch\""),
-        ("snowflake.tick_ms = 0", "\"snowflake.tick_ms\": \"0\""),
+        ("snowflake_id.worker_id = 32", "\"snowflake_id.worker_id\": \"32\""),
+        ("snowflake_id.worker_id = -1", "\"snowflake_id.worker_id\": \"-1\""),
+        ("snowflake_id.worker_id = 'two'", "\"snowflake_id.worker_id\": \"two\""),
+        ("snowflake_id.datacenter_id = 99999999999", "\"snowflake_id.datacenter_id\": \"99999999999\""),
+        ("snowflake_id.layout = 'timestamp:41,shard:10,sequence:12'", "\"snowflake_id.layout\""),
+        ("snowflake_id.layout = 'timestamp:42,datacenter:5,worker:5,sequence:12'", "\"snowflake_id.layout\""),
+        ("snowflake_id.layout = 'instagram'\nsnowflake_id.datacenter_id = 1", "\"snowflake_id.datacenter_id\": \"1\""),
+        ("snowflake_id.epoch = '2999-01-01'", "\"snowflake_id.epoch\""),
+        ("snowflake_id.epoch = 'last tuesday'", "\"snowflake_id.epoch\""),
+        ("snowflake_id.tick_ms = 0", "\"snowflake_id.tick_ms\": \"0\""),
         (
-            "snowflake.layout = 'timestamp:28,sequence:10'\nsnowflake.epoch = '2010-01-01'\nsnowflake.tick_ms = 1000",
-            "\"snowflake.layout\"",
+            "snowflake_id.layout = 'timestamp:28,sequence:10'\nsnowflake_id.epoch = '2010-01-01'\nsnowflake_id.tick_ms = 1000",
+            "\"snowflake_id.layout\"",
         ),
     ];
     for (settings, named) in cases {
@@ -99,11 +99,29 @@ fn bad_identity_settings_stop_the_server() {
         assert!(log.contains("DETAIL:  ") && log.contains("HINT:  "), "{settings:?}: no detail or hint in\n{log}");
     }
     // And with the last case removed, the server starts.
-    c.write_data_file("case.conf", b"snowflake.worker_id = 31\n");
+    c.write_data_file("case.conf", b"snowflake_id.worker_id = 31\n");
     c.start();
     let worker: i32 =
         c.session().query_one("SELECT worker_id FROM snowflake_decode(snowflake_next_id())", &[]).unwrap().get(0);
     assert_eq!(worker, 31);
+}
+
+#[test]
+fn a_setting_under_its_old_name_stops_the_server_with_the_new_name() {
+    let c = Cluster::new("oldnames", &["include_if_exists = 'case.conf'"]);
+    for (old, new) in [
+        ("snowflake.worker_id = 7", "snowflake_id.worker_id"),
+        ("snowflake.max_clock_drift = '1s'", "snowflake_id.max_clock_drift"),
+    ] {
+        c.write_data_file("case.conf", format!("{old}\n").as_bytes());
+        let log_before = c.log().len();
+        assert!(c.try_start().is_err(), "the server started with {old:?}");
+        let log = c.log()[log_before..].to_string();
+        let name = old.split(' ').next().unwrap();
+        let fatal = format!("FATAL:  configuration parameter \"{name}\" was renamed to \"{new}\"");
+        assert!(log.contains(&fatal), "{old:?}: no {fatal:?} in\n{log}");
+        assert!(log.contains(&format!("HINT:  Rename {name} to {new}")), "{log}");
+    }
 }
 
 #[test]

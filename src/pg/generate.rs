@@ -139,7 +139,7 @@ pub fn reserve(want: u64) -> Block {
                 PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
                 "the clock_back field of snowflake IDs is used up".into(),
                 Some(format!(
-                    "The system clock went back beyond snowflake.max_clock_drift more often than the clock_back \
+                    "The system clock went back beyond snowflake_id.max_clock_drift more often than the clock_back \
                      field can count ({} times).",
                     shmem::config()
                         .codec
@@ -148,7 +148,7 @@ pub fn reserve(want: u64) -> Block {
                         .map_or(0, |b| b.max())
                 )),
                 Some(
-                    "Raise snowflake.max_clock_drift to ride out step backs, or wait until the clock passes the \
+                    "Raise snowflake_id.max_clock_drift to ride out step backs, or wait until the clock passes the \
                      state file's mark; fix the clock's synchronisation."
                         .into(),
                 ),
@@ -195,7 +195,7 @@ fn report_step_back(r: shmem::StepBackReport) {
         PgSqlErrorCode::ERRCODE_WARNING,
         format!("system clock went back by {}", format_ms(r.last_step_back_ms)),
         Some(format!(
-            "snowflake_id keeps issuing increasing IDs with timestamps up to snowflake.max_clock_drift ({}) ahead \
+            "snowflake_id keeps issuing increasing IDs with timestamps up to snowflake_id.max_clock_drift ({}) ahead \
              of the clock until it catches up. Step backs since the last warning: {}.",
             format_ms(guc::max_drift_ms()),
             r.step_backs
@@ -209,9 +209,9 @@ fn refuse_during_recovery() -> ! {
         PgLogLevel::ERROR,
         PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
         "cannot generate snowflake IDs during recovery".into(),
-        Some("A standby shares its primary's snowflake.worker_id and must not issue IDs.".into()),
+        Some("A standby shares its primary's snowflake_id.worker_id and must not issue IDs.".into()),
         Some(
-            "Generate IDs on the primary. Before promoting this server, give it a snowflake.worker_id that no \
+            "Generate IDs on the primary. Before promoting this server, give it a snowflake_id.worker_id that no \
              other server uses."
                 .into(),
         ),
@@ -226,13 +226,13 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64) -> ! {
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("could not generate a snowflake ID: the system clock is {} behind the last ID", format_ms(ahead_ms)),
         Some(format!(
-            "IDs may run at most snowflake.max_clock_drift ({}) ahead of the clock, and snowflake.max_wait ({}) \
+            "IDs may run at most snowflake_id.max_clock_drift ({}) ahead of the clock, and snowflake_id.max_wait ({}) \
              passed waiting for it.",
             format_ms(guc::max_drift_ms()),
             format_ms(guc::max_wait_ms())
         )),
         Some(
-            "Check the system clock. Raising snowflake.max_clock_drift lets IDs continue with timestamps ahead of \
+            "Check the system clock. Raising snowflake_id.max_clock_drift lets IDs continue with timestamps ahead of \
              the clock."
                 .into(),
         ),

@@ -1,4 +1,4 @@
-//! The `snowflake.*` settings.
+//! The `snowflake_id.*` settings.
 //!
 //! The identity settings (layout, epoch, tick, datacenter and worker) are
 //! `PGC_POSTMASTER`: read once at server start, never changed by `SET`, not
@@ -28,11 +28,13 @@ pub static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(24 * 3_600_000);
 pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 
-const LAYOUT_NAME: &CStr = c"snowflake.layout";
-const EPOCH_NAME: &CStr = c"snowflake.epoch";
-const TICK_MS_NAME: &CStr = c"snowflake.tick_ms";
-const DATACENTER_NAME: &CStr = c"snowflake.datacenter_id";
-const WORKER_NAME: &CStr = c"snowflake.worker_id";
+const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
+const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
+const TICK_MS_NAME: &CStr = c"snowflake_id.tick_ms";
+const DATACENTER_NAME: &CStr = c"snowflake_id.datacenter_id";
+const WORKER_NAME: &CStr = c"snowflake_id.worker_id";
+const MAX_CLOCK_DRIFT_NAME: &CStr = c"snowflake_id.max_clock_drift";
+const MAX_WAIT_NAME: &CStr = c"snowflake_id.max_wait";
 
 /// Defines every setting and returns the validated identity, or stops the
 /// server. Runs in the postmaster while `shared_preload_libraries` load.
@@ -44,9 +46,10 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
     let raw_datacenter = raw_setting(DATACENTER_NAME);
     let raw_worker = raw_setting(WORKER_NAME);
 
+    refuse_old_names();
     define_identity_settings();
     define_runtime_settings();
-    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 
     let layout = string_value(&LAYOUT);
     let epoch = raw_epoch.is_some().then(|| string_value(&EPOCH));
@@ -127,10 +130,10 @@ fn define_identity_settings() {
 
 fn define_runtime_settings() {
     GucRegistry::define_int_guc(
-        c"snowflake.max_clock_drift",
+        MAX_CLOCK_DRIFT_NAME,
         c"How far generated timestamps may run ahead of the system clock.",
         c"When the clock steps back or a tick's sequence is used up, the generator keeps going on borrowed \
-          ticks up to this far ahead of the clock; beyond it, it waits (see snowflake.max_wait).",
+          ticks up to this far ahead of the clock; beyond it, it waits (see snowflake_id.max_wait).",
         &MAX_CLOCK_DRIFT,
         0,
         i32::MAX,
@@ -138,15 +141,52 @@ fn define_runtime_settings() {
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
-        c"snowflake.max_wait",
+        MAX_WAIT_NAME,
         c"How long a call waits for the system clock before it fails.",
-        c"Waiting happens only when generating would run more than snowflake.max_clock_drift ahead of the clock.",
+        c"Waiting happens only when generating would run more than snowflake_id.max_clock_drift ahead of the clock.",
         &MAX_WAIT,
         0,
         i32::MAX,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+}
+
+/// Our settings' names before 0.3.0, and their names now. They are not aliases:
+/// the `snowflake.` prefix belongs to pgEdge's snowflake extension, whose
+/// `snowflake.node` must keep working beside us, so we neither reserve that
+/// prefix nor read settings from it. A configuration that still uses an old
+/// name stops the server with the new name rather than being ignored.
+const OLD_NAMES: [(&CStr, &CStr); 7] = [
+    (c"snowflake.layout", LAYOUT_NAME),
+    (c"snowflake.epoch", EPOCH_NAME),
+    (c"snowflake.tick_ms", TICK_MS_NAME),
+    (c"snowflake.datacenter_id", DATACENTER_NAME),
+    (c"snowflake.worker_id", WORKER_NAME),
+    (c"snowflake.max_clock_drift", MAX_CLOCK_DRIFT_NAME),
+    (c"snowflake.max_wait", MAX_WAIT_NAME),
+];
+
+fn refuse_old_names() {
+    for (old, new) in OLD_NAMES {
+        if raw_setting(old).is_none() {
+            continue;
+        }
+        let (old, new) = (static_name(old), static_name(new));
+        raise(
+            PgLogLevel::FATAL,
+            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!("configuration parameter \"{old}\" was renamed to \"{new}\""),
+            Some(
+                "The settings of snowflake_id are named after the extension, snowflake_id.*; the \"snowflake.\" \
+                 prefix belongs to pgEdge's snowflake extension."
+                    .into(),
+            ),
+            Some(format!(
+                "Rename {old} to {new} in postgresql.conf (or postgresql.auto.conf) and start the server again."
+            )),
+        );
+    }
 }
 
 /// The setting as the configuration wrote it, or `None` if not set anywhere.
@@ -203,7 +243,7 @@ fn refuse_to_start(e: ConfigError) -> ! {
     )
 }
 
-/// `snowflake.max_clock_drift` in ticks, read from the variable PostgreSQL
+/// `snowflake_id.max_clock_drift` in ticks, read from the variable PostgreSQL
 /// assigns on reload: no parsing on the hot path.
 #[inline]
 pub fn max_drift_ms() -> u64 {

@@ -165,29 +165,29 @@ mod tests {
 
     #[pg_test]
     fn settings_are_visible_and_cannot_be_set_in_a_session() {
-        assert_eq!(one::<String>("SHOW snowflake.worker_id"), "7");
-        assert_eq!(one::<String>("SHOW snowflake.datacenter_id"), "3");
-        assert_eq!(one::<String>("SHOW snowflake.layout"), "timestamp:41,datacenter:5,worker:5,sequence:12");
-        assert_eq!(one::<String>("SHOW snowflake.epoch"), "2025-01-01 00:00:00+00");
-        assert_eq!(one::<String>("SHOW snowflake.tick_ms"), "1");
-        assert_eq!(one::<String>("SHOW snowflake.max_clock_drift"), "1d");
-        assert_eq!(one::<String>("SHOW snowflake.max_wait"), "10s");
+        assert_eq!(one::<String>("SHOW snowflake_id.worker_id"), "7");
+        assert_eq!(one::<String>("SHOW snowflake_id.datacenter_id"), "3");
+        assert_eq!(one::<String>("SHOW snowflake_id.layout"), "timestamp:41,datacenter:5,worker:5,sequence:12");
+        assert_eq!(one::<String>("SHOW snowflake_id.epoch"), "2025-01-01 00:00:00+00");
+        assert_eq!(one::<String>("SHOW snowflake_id.tick_ms"), "1");
+        assert_eq!(one::<String>("SHOW snowflake_id.max_clock_drift"), "1d");
+        assert_eq!(one::<String>("SHOW snowflake_id.max_wait"), "10s");
         let contexts = one::<String>(
-            "SELECT string_agg(name || '=' || context, ' ' ORDER BY name) FROM pg_settings WHERE name LIKE 'snowflake.%'",
+            "SELECT string_agg(name || '=' || context, ' ' ORDER BY name) FROM pg_settings WHERE name LIKE 'snowflake_id.%'",
         );
         assert_eq!(
             contexts,
-            "snowflake.datacenter_id=postmaster snowflake.epoch=postmaster snowflake.layout=postmaster \
-             snowflake.max_clock_drift=sighup snowflake.max_wait=sighup snowflake.tick_ms=postmaster \
-             snowflake.worker_id=postmaster"
+            "snowflake_id.datacenter_id=postmaster snowflake_id.epoch=postmaster snowflake_id.layout=postmaster \
+             snowflake_id.max_clock_drift=sighup snowflake_id.max_wait=sighup snowflake_id.tick_ms=postmaster \
+             snowflake_id.worker_id=postmaster"
         );
         for setting in
             ["worker_id = 8", "datacenter_id = 1", "layout = 'instagram'", "epoch = '2020-01-01'", "tick_ms = 2"]
         {
-            assert_pg_error(&format!("SET snowflake.{setting}"), "55P02", "cannot be changed");
+            assert_pg_error(&format!("SET snowflake_id.{setting}"), "55P02", "cannot be changed");
         }
-        assert_pg_error("SET snowflake.max_clock_drift = '1s'", "55P02", "cannot be changed");
-        assert_eq!(one::<String>("SHOW snowflake.worker_id"), "7");
+        assert_pg_error("SET snowflake_id.max_clock_drift = '1s'", "55P02", "cannot be changed");
+        assert_eq!(one::<String>("SHOW snowflake_id.worker_id"), "7");
     }
 
     #[pg_test]

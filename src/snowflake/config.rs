@@ -33,7 +33,7 @@ pub struct Config {
 /// A refused setting, with what to tell the DBA.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
-    /// The setting, such as `snowflake.worker_id`.
+    /// The setting, such as `snowflake_id.worker_id`.
     pub setting: &'static str,
     /// The offending value as written.
     pub value: String,
@@ -62,7 +62,7 @@ impl Config {
         };
         let resolved = preset::resolve(s.layout).map_err(|e| {
             err(
-                "snowflake.layout",
+                "snowflake_id.layout",
                 s.layout.to_string(),
                 e.to_string(),
                 "Use a preset (twitter, instagram, discord, sonyflake, mastodon) or fields such as \
@@ -72,7 +72,7 @@ impl Config {
         let epoch = match s.epoch {
             Some(text) => parse_instant(text).map_err(|e| {
                 err(
-                    "snowflake.epoch",
+                    "snowflake_id.epoch",
                     text.to_string(),
                     e,
                     "Write a timestamp such as '2025-01-01 00:00:00+00' or a number of Unix milliseconds.",
@@ -83,7 +83,7 @@ impl Config {
         let epoch_text = || s.epoch.map_or_else(|| epoch.to_string(), str::to_string);
         if epoch.0 < 0 {
             return Err(err(
-                "snowflake.epoch",
+                "snowflake_id.epoch",
                 epoch_text(),
                 "the epoch is before 1970-01-01".into(),
                 "Choose an epoch after 1970.",
@@ -91,7 +91,7 @@ impl Config {
         }
         if epoch > now {
             return Err(err(
-                "snowflake.epoch",
+                "snowflake_id.epoch",
                 epoch_text(),
                 format!("the epoch is in the future (the server's clock says {now})"),
                 "Choose an epoch before the first ID; check the system clock if it should already have passed.",
@@ -100,7 +100,7 @@ impl Config {
         let tick_ms = s.tick_ms.map_or(i64::from(resolved.tick_ms), |t| t);
         let time = u32::try_from(tick_ms).ok().and_then(|t| TimeBase::new(epoch, t)).ok_or_else(|| {
             err(
-                "snowflake.tick_ms",
+                "snowflake_id.tick_ms",
                 tick_ms.to_string(),
                 format!("a tick lasts from 1 to {MAX_TICK_MS} milliseconds"),
                 "Use 1 for millisecond timestamps.",
@@ -109,15 +109,15 @@ impl Config {
         let codec = Codec::new(resolved.layout, time);
         if let Err(range) = codec.tick_in_range(now) {
             return Err(err(
-                "snowflake.layout",
+                "snowflake_id.layout",
                 s.layout.to_string(),
                 format!("the layout's time range is over: {range}"),
                 "Choose a later epoch, a longer tick, or a wider timestamp field; see the README on choosing a layout.",
             ));
         }
         let node = Node {
-            datacenter: node_value(&codec, Field::Datacenter, "snowflake.datacenter_id", s.datacenter_id)?,
-            worker: node_value(&codec, Field::Worker, "snowflake.worker_id", s.worker_id)?,
+            datacenter: node_value(&codec, Field::Datacenter, "snowflake_id.datacenter_id", s.datacenter_id)?,
+            worker: node_value(&codec, Field::Worker, "snowflake_id.worker_id", s.worker_id)?,
         };
         Ok(Config { codec, node, resolved })
     }
@@ -193,10 +193,10 @@ mod tests {
         let ok = Config::new(Settings { datacenter_id: 31, worker_id: 31, ..defaults() }, NOW).unwrap();
         assert_eq!(ok.node, Node { datacenter: 31, worker: 31 });
         let e = Config::new(Settings { worker_id: 32, ..defaults() }, NOW).unwrap_err();
-        assert_eq!((e.setting, e.value.as_str()), ("snowflake.worker_id", "32"));
+        assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.worker_id", "32"));
         assert!(e.detail.contains("from 0 to 31"), "{}", e.detail);
         let e = Config::new(Settings { datacenter_id: -1, ..defaults() }, NOW).unwrap_err();
-        assert_eq!(e.setting, "snowflake.datacenter_id");
+        assert_eq!(e.setting, "snowflake_id.datacenter_id");
         let e = Config::new(Settings { layout: "instagram", datacenter_id: 1, ..defaults() }, NOW).unwrap_err();
         assert!(e.detail.contains("no datacenter field"), "{}", e.detail);
         assert!(Config::new(Settings { layout: "instagram", worker_id: 8191, ..defaults() }, NOW).is_ok());
@@ -205,12 +205,12 @@ mod tests {
     #[test]
     fn refusals_name_the_setting() {
         let cases: [(Settings<'static>, &str); 7] = [
-            (Settings { layout: "timestamp:41,shard:13,sequence:10", ..defaults() }, "snowflake.layout"),
-            (Settings { epoch: Some("tomorrow"), ..defaults() }, "snowflake.epoch"),
-            (Settings { epoch: Some("2999-01-01"), ..defaults() }, "snowflake.epoch"),
-            (Settings { epoch: Some("-5"), ..defaults() }, "snowflake.epoch"),
-            (Settings { tick_ms: Some(0), ..defaults() }, "snowflake.tick_ms"),
-            (Settings { tick_ms: Some(i64::from(MAX_TICK_MS) + 1), ..defaults() }, "snowflake.tick_ms"),
+            (Settings { layout: "timestamp:41,shard:13,sequence:10", ..defaults() }, "snowflake_id.layout"),
+            (Settings { epoch: Some("tomorrow"), ..defaults() }, "snowflake_id.epoch"),
+            (Settings { epoch: Some("2999-01-01"), ..defaults() }, "snowflake_id.epoch"),
+            (Settings { epoch: Some("-5"), ..defaults() }, "snowflake_id.epoch"),
+            (Settings { tick_ms: Some(0), ..defaults() }, "snowflake_id.tick_ms"),
+            (Settings { tick_ms: Some(i64::from(MAX_TICK_MS) + 1), ..defaults() }, "snowflake_id.tick_ms"),
             // A 28-bit field of seconds from 2010 ran out in 2018.
             (
                 Settings {
@@ -219,7 +219,7 @@ mod tests {
                     tick_ms: Some(1000),
                     ..defaults()
                 },
-                "snowflake.layout",
+                "snowflake_id.layout",
             ),
         ];
         for (settings, setting) in cases {

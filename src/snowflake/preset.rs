@@ -59,7 +59,7 @@ pub const PRESETS: [Preset; 5] = [
     },
 ];
 
-/// The default `snowflake.layout`: Twitter's split, with our own epoch.
+/// The default `snowflake_id.layout`: Twitter's split, with our own epoch.
 pub const DEFAULT_SPEC: &str = "timestamp:41,datacenter:5,worker:5,sequence:12";
 
 pub fn find(name: &str) -> Option<&'static Preset> {

@@ -59,11 +59,11 @@ impl StateRecord {
                 changed.push(format!("{name} ({was} → {now})"));
             }
         };
-        check("snowflake.layout", self.layout.clone(), codec.layout.to_string());
-        check("snowflake.epoch", self.epoch.to_string(), codec.time.epoch().to_string());
-        check("snowflake.tick_ms", self.tick_ms.to_string(), codec.time.tick_ms().to_string());
-        check("snowflake.datacenter_id", self.node.datacenter.to_string(), node.datacenter.to_string());
-        check("snowflake.worker_id", self.node.worker.to_string(), node.worker.to_string());
+        check("snowflake_id.layout", self.layout.clone(), codec.layout.to_string());
+        check("snowflake_id.epoch", self.epoch.to_string(), codec.time.epoch().to_string());
+        check("snowflake_id.tick_ms", self.tick_ms.to_string(), codec.time.tick_ms().to_string());
+        check("snowflake_id.datacenter_id", self.node.datacenter.to_string(), node.datacenter.to_string());
+        check("snowflake_id.worker_id", self.node.worker.to_string(), node.worker.to_string());
         changed
     }
 
@@ -246,6 +246,6 @@ mod tests {
         let r = record();
         assert!(r.changed_settings(&codec(), r.node).is_empty());
         let moved = r.changed_settings(&codec(), Node { datacenter: 3, worker: 18 });
-        assert_eq!(moved, vec!["snowflake.worker_id (17 → 18)".to_string()]);
+        assert_eq!(moved, vec!["snowflake_id.worker_id (17 → 18)".to_string()]);
     }
 }

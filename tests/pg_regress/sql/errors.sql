@@ -43,10 +43,10 @@ SELECT * FROM pg_temp.try('SELECT snowflake_next_ids(-1)');
 SELECT * FROM pg_temp.try('SELECT snowflake_next_ids(100000001)');
 
 -- Identity settings cannot change in a session, not even for a superuser.
-SELECT * FROM pg_temp.try('SET snowflake.worker_id = 8');
-SELECT * FROM pg_temp.try('SET snowflake.datacenter_id = 1');
-SELECT * FROM pg_temp.try('SET snowflake.layout = ''instagram''');
-SELECT * FROM pg_temp.try('SET snowflake.epoch = ''2020-01-01''');
-SELECT * FROM pg_temp.try('SET snowflake.tick_ms = 10');
-SELECT * FROM pg_temp.try('SET snowflake.max_clock_drift = ''1s''');
-SHOW snowflake.worker_id;
+SELECT * FROM pg_temp.try('SET snowflake_id.worker_id = 8');
+SELECT * FROM pg_temp.try('SET snowflake_id.datacenter_id = 1');
+SELECT * FROM pg_temp.try('SET snowflake_id.layout = ''instagram''');
+SELECT * FROM pg_temp.try('SET snowflake_id.epoch = ''2020-01-01''');
+SELECT * FROM pg_temp.try('SET snowflake_id.tick_ms = 10');
+SELECT * FROM pg_temp.try('SET snowflake_id.max_clock_drift = ''1s''');
+SHOW snowflake_id.worker_id;

@@ -1,13 +1,13 @@
 -- The SQL surface of snowflake_id for fixed inputs. The server runs with
--- snowflake.datacenter_id = 3, snowflake.worker_id = 7 and the default layout.
+-- snowflake_id.datacenter_id = 3, snowflake_id.worker_id = 7 and the default layout.
 CREATE EXTENSION snowflake_id;
 SET timezone = 'UTC';
 SET datestyle = 'ISO';
 
 -- Settings, as a DBA sees them.
 SELECT name, setting, unit, context, vartype, min_val, max_val
-FROM pg_settings WHERE name LIKE 'snowflake.%' ORDER BY name;
-SHOW snowflake.max_clock_drift;
+FROM pg_settings WHERE name LIKE 'snowflake_id.%' ORDER BY name;
+SHOW snowflake_id.max_clock_drift;
 
 -- Functions and their labels.
 SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments, pg_get_function_result(p.oid) AS result,
