@@ -16,54 +16,64 @@ const SURFACE: &str = "SELECT string_agg(format('%s(%s) -> %s [%s%s%s rows=%s] %
      JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
      WHERE p.pronamespace = e.extnamespace";
 
+/// Connects to database `db` of `c`.
+fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
+    postgres::Client::connect(&format!("host=127.0.0.1 port={} user=postgres dbname={db}", c.port), postgres::NoTls)
+        .unwrap()
+}
+
 #[test]
-fn an_upgrade_from_the_first_release_matches_a_fresh_install() {
-    install_extension_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/snowflake_id--0.1.0.sql"));
+fn an_upgrade_from_every_release_matches_a_fresh_install() {
+    let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+    for old in ["0.1.0", "0.2.0"] {
+        install_extension_file(&sql.join(format!("snowflake_id--{old}.sql")));
+    }
     let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
-    let mut s = c.connect();
-    s.batch_execute(
-        "CREATE EXTENSION snowflake_id VERSION '0.1.0';
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v int);
-         INSERT INTO t (v) SELECT generate_series(1, 100);
-         CREATE TABLE legacy (id serial PRIMARY KEY, v int);
-         INSERT INTO legacy (v) SELECT generate_series(1, 10);",
-    )
-    .unwrap();
-    let version = |s: &mut postgres::Client| -> String {
-        s.query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'", &[]).unwrap().get(0)
-    };
-    assert_eq!(version(&mut s), "0.1.0");
-    let before: i64 = s.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
-
-    s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
-    assert_eq!(version(&mut s), env!("CARGO_PKG_VERSION"));
-    // What 0.1.0 created keeps working, and what the update added works.
-    s.batch_execute(
-        "INSERT INTO t (v) VALUES (101); SELECT snowflake_adopt('legacy', 'id'); INSERT INTO legacy (v) VALUES (11)",
-    )
-    .unwrap();
-    let row = s
-        .query_one(
-            "SELECT (SELECT max(id) FROM t), (SELECT worker_id FROM snowflake_decode((SELECT max(id) FROM legacy))),
-                    (SELECT worker_id FROM snowflake_status())",
-            &[],
-        )
-        .unwrap();
-    assert!(row.get::<_, i64>(0) > before);
-    assert_eq!((row.get::<_, i32>(1), row.get::<_, i32>(2)), (3, 3));
-
-    // The upgraded extension defines exactly what a fresh install does.
-    let upgraded: String = s.query_one(SURFACE, &[]).unwrap().get(0);
-    s.batch_execute("CREATE DATABASE fresh").unwrap();
-    let mut fresh = postgres::Client::connect(
-        &format!("host=127.0.0.1 port={} user=postgres dbname=fresh", c.port),
-        postgres::NoTls,
-    )
-    .unwrap();
+    c.connect().batch_execute("CREATE DATABASE fresh").unwrap();
+    let mut fresh = connect_to(&c, "fresh");
     fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let installed: String = fresh.query_one(SURFACE, &[]).unwrap().get(0);
-    assert_eq!(upgraded, installed);
+
+    for old in ["0.1.0", "0.2.0"] {
+        let db = format!("from_{}", old.replace('.', "_"));
+        c.connect().batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        let mut s = connect_to(&c, &db);
+        s.batch_execute(&format!(
+            "CREATE EXTENSION snowflake_id VERSION '{old}';
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v int);
+             INSERT INTO t (v) SELECT generate_series(1, 100);
+             CREATE TABLE legacy (id serial PRIMARY KEY, v int);
+             INSERT INTO legacy (v) SELECT generate_series(1, 10);"
+        ))
+        .unwrap();
+        let version = |s: &mut postgres::Client| -> String {
+            s.query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'", &[]).unwrap().get(0)
+        };
+        assert_eq!(version(&mut s), old);
+        let before: i64 = s.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+
+        s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+        assert_eq!(version(&mut s), env!("CARGO_PKG_VERSION"), "from {old}");
+        // What the old version created keeps working, and what the update added works.
+        s.batch_execute(
+            "INSERT INTO t (v) VALUES (101); SELECT snowflake_adopt('legacy', 'id'); INSERT INTO legacy (v) VALUES (11)",
+        )
+        .unwrap();
+        let row = s
+            .query_one(
+                "SELECT (SELECT max(id) FROM t), (SELECT worker_id FROM snowflake_decode((SELECT max(id) FROM legacy))),
+                        (SELECT worker_id FROM snowflake_status())",
+                &[],
+            )
+            .unwrap();
+        assert!(row.get::<_, i64>(0) > before, "from {old}");
+        assert_eq!((row.get::<_, i32>(1), row.get::<_, i32>(2)), (3, 3), "from {old}");
+
+        // The upgraded extension defines exactly what a fresh install does.
+        let upgraded: String = s.query_one(SURFACE, &[]).unwrap().get(0);
+        assert_eq!(upgraded, installed, "upgraded from {old}");
+    }
 }
 
 #[test]

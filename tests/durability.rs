@@ -96,7 +96,8 @@ fn corrupt_and_unreadable_state_files_stop_the_server() {
         assert!(c.try_start().is_err(), "{name}: the server started");
         let log = c.log()[log_before..].to_string();
         assert!(log.contains("FATAL:  snowflake_id state file") && log.contains(says), "{name}:\n{log}");
-        assert!(log.contains("HINT:  The file holds the highest timestamp"), "{name}:\n{log}");
+        assert!(log.contains("HINT:  The file holds the floor above which this server continues"), "{name}:\n{log}");
+        assert!(log.contains("An older copy (from a backup) is no floor"), "{name}:\n{log}");
     }
 
     c.write_data_file("snowflake_id.state", &good);

@@ -6,12 +6,16 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{file_access_code, os_message, raise, report};
-use super::shmem;
-use super::{clock, guc};
-use crate::snowflake::generator::{Block, Refusal};
+use super::shmem::{self, MarkWriter};
+use super::{clock, guc, marks};
+use crate::snowflake::generator::{Block, Mark, Refusal};
 
 /// The most IDs one `snowflake_next_ids` call hands out.
 pub const MAX_IDS_PER_CALL: i32 = 100_000_000;
+
+/// How often a bulk call looks for a cancel request while it fills its result:
+/// some milliseconds of work.
+const INTERRUPT_CHECK_ROWS: usize = 1 << 16;
 
 /// Sleep at most this long between looks at the clock while waiting, so a
 /// clock that is corrected forward is noticed quickly.
@@ -48,13 +52,21 @@ pub unsafe extern "C-unwind" fn snowflake_next_ids_wrapper(fcinfo: pg_sys::Funct
     let (store, desc) = (rsinfo.setResult, rsinfo.setDesc);
     let mut remaining = n as u64;
     while remaining > 0 {
+        check_for_interrupts!();
         let block = reserve(remaining);
         remaining -= block.len();
         // One error trap per block rather than per row; the loop holds nothing
-        // that needs dropping if PostgreSQL raises an error (out of disk).
+        // that needs dropping if PostgreSQL raises an error (out of disk, or a
+        // cancel request: a block can hold millions of IDs, so look for one
+        // every INTERRUPT_CHECK_ROWS rows; the rest of the block is never used).
         unsafe {
             pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
-                for id in block {
+                for (i, id) in block.enumerate() {
+                    if i % INTERRUPT_CHECK_ROWS == INTERRUPT_CHECK_ROWS - 1
+                        && std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0
+                    {
+                        raw_tuplestore::ProcessInterrupts();
+                    }
                     let mut value = pg_sys::Datum::from(id);
                     let mut null = false;
                     raw_tuplestore::tuplestore_putvalues(store, desc, &mut value, &mut null);
@@ -80,6 +92,7 @@ mod raw_tuplestore {
             values: *mut Datum,
             isnull: *mut bool,
         );
+        pub fn ProcessInterrupts();
     }
 }
 
@@ -90,45 +103,58 @@ pgrx::extension_sql!(
     name = "snowflake_next_ids"
 );
 
-/// Takes up to `want` consecutive IDs from the shared generator, waiting for
-/// the clock when the generator may not run further ahead of it.
+/// Takes up to `want` consecutive IDs from the shared generator: waits for
+/// the clock when the generator may not run further ahead of it, and makes a
+/// new mark durable first when it is needed.
 pub fn reserve(want: u64) -> Block {
     if shmem::recovery_in_progress() {
         refuse_during_recovery();
     }
     let time = shmem::config().codec.time;
-    let mut waiting_since: Option<Instant> = None;
+    let mut wait = WaitClock::default();
+    // Held while this call writes a mark; taken before the generator's lock.
+    let mut writer: Option<MarkWriter> = None;
     loop {
         let drift = time.ticks_in(guc::max_drift_ms());
         let (result, now, step_back) = {
             let mut shared = shmem::exclusive();
+            if shared.floor_unknown {
+                drop(shared);
+                refuse_unknown_floor();
+            }
             // Read the clock under the lock, so that readings reach the
             // generator in order and a slow backend is not taken for a step back.
             let now_ms = clock::now();
             let now = time.tick_of(now_ms);
-            let result = shared.generator.reserve(now, want, drift, shmem::persist);
+            let result = shared.generator.reserve(now, want, drift);
             (result, now, shared.take_step_back_report(now_ms))
         };
         if let Some(r) = step_back {
             report_step_back(r);
         }
         let refusal = match result {
-            Ok(block) => {
-                if let Some(since) = waiting_since {
-                    record_wait(since);
+            Ok(grant) => {
+                if let Some(mark) = grant.renew {
+                    renew(mark, writer.take());
                 }
-                return block;
+                return grant.block;
             }
             Err(refusal) => refusal,
         };
         match refusal {
-            Refusal::Wait { until } => {
-                let since = *waiting_since.get_or_insert_with(Instant::now);
+            Refusal::NeedMark(mark) => match writer {
+                // Someone may have written a mark while this call waited for
+                // the lock: look again before writing one.
+                None => writer = Some(MarkWriter::acquire()),
+                Some(_) => write_needed_mark(mark),
+            },
+            Refusal::Wait { until, at_mark } => {
+                writer = None;
+                let since = wait.start();
                 let max_wait = Duration::from_millis(guc::max_wait_ms());
                 let waited = since.elapsed();
                 if waited >= max_wait {
-                    record_wait(since);
-                    refuse_clock_behind(until.saturating_sub(now), drift);
+                    refuse_clock_behind(until.saturating_sub(now), drift, at_mark);
                 }
                 let ahead = Duration::from_millis(time.ms_in(until.saturating_sub(now).max(1) as u64));
                 nap(ahead.min(max_wait - waited).min(MAX_NAP));
@@ -149,21 +175,76 @@ pub fn reserve(want: u64) -> Block {
                 )),
                 Some(
                     "Raise snowflake_id.max_clock_drift to ride out step backs, or wait until the clock passes the \
-                     state file's mark; fix the clock's synchronisation."
+                     high-water mark; fix the clock's synchronisation."
                         .into(),
                 ),
             ),
-            Refusal::Persist(e) => raise(
-                PgLogLevel::ERROR,
+        }
+    }
+}
+
+/// Writes a mark no ID can do without; on failure nothing was issued beyond
+/// the old mark, and the call fails.
+fn write_needed_mark(mark: Mark) {
+    match marks::make_durable(&mark) {
+        Ok(times) => shmem::exclusive().mark_written(mark, times),
+        Err(e) => raise(
+            PgLogLevel::ERROR,
+            file_access_code(&e),
+            format!("could not write snowflake_id state file \"{}\": {}", shmem::state_path().display(), os_message(&e)),
+            Some("No ID was issued: the generator records its high-water mark before using it.".into()),
+            None,
+        ),
+    }
+}
+
+/// Writes the next mark before the current one is reached, so that other
+/// calls never wait for a write. The IDs already granted do not depend on it:
+/// a failure is a warning, and the write is asked for again.
+fn renew(mark: Mark, held: Option<MarkWriter>) {
+    let _writer = held.unwrap_or_else(MarkWriter::acquire);
+    if shmem::shared().generator.covers(&mark) {
+        return;
+    }
+    match marks::make_durable(&mark) {
+        Ok(times) => shmem::exclusive().mark_written(mark, times),
+        Err(e) => {
+            shmem::exclusive().generator.mark_failed();
+            report(
+                PgLogLevel::WARNING,
                 file_access_code(&e),
                 format!(
                     "could not write snowflake_id state file \"{}\": {}",
                     shmem::state_path().display(),
                     os_message(&e)
                 ),
-                Some("No ID was issued: the generator records its high-water mark before using it.".into()),
+                Some(
+                    "IDs continue up to the current high-water mark, about a second; then generating fails until \
+                     the file can be written."
+                        .into(),
+                ),
                 None,
-            ),
+            );
+        }
+    }
+}
+
+/// When a call started waiting for the clock; the wait is counted when the
+/// call ends, also when a cancel request or statement_timeout ends it.
+#[derive(Default)]
+struct WaitClock(Option<Instant>);
+
+impl WaitClock {
+    fn start(&mut self) -> Instant {
+        *self.0.get_or_insert_with(Instant::now)
+    }
+}
+
+impl Drop for WaitClock {
+    fn drop(&mut self) {
+        if let Some(since) = self.0 {
+            let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+            shmem::exclusive().generator.record_wait(micros);
         }
     }
 }
@@ -182,11 +263,6 @@ fn nap(d: Duration) {
         pg_sys::ResetLatch(pg_sys::MyLatch);
     }
     check_for_interrupts!();
-}
-
-fn record_wait(since: Instant) {
-    let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
-    shmem::exclusive().generator.record_wait(micros);
 }
 
 fn report_step_back(r: shmem::StepBackReport) {
@@ -218,16 +294,28 @@ fn refuse_during_recovery() -> ! {
     )
 }
 
-fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64) -> ! {
+fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
     let time = shmem::config().codec.time;
     let ahead_ms = time.ms_in(ahead_ticks.max(0) as u64 + drift_ticks);
+    let (what, why) = if at_mark {
+        (
+            "the high-water mark this server resumed from",
+            format!(
+                "After a crash, an immediate shutdown or a failover, the generator continues above the last mark \
+                 recorded in WAL or its state file, which lies up to {} ahead of the clock of the time. ",
+                format_ms(super::startup::WINDOW_MS)
+            ),
+        )
+    } else {
+        ("the last ID", String::new())
+    };
     raise(
         PgLogLevel::ERROR,
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("could not generate a snowflake ID: the system clock is {} behind the last ID", format_ms(ahead_ms)),
+        format!("could not generate a snowflake ID: the system clock is {} behind {what}", format_ms(ahead_ms)),
         Some(format!(
-            "IDs may run at most snowflake_id.max_clock_drift ({}) ahead of the clock, and snowflake_id.max_wait ({}) \
-             passed waiting for it.",
+            "{why}IDs may run at most snowflake_id.max_clock_drift ({}) ahead of the clock, and \
+             snowflake_id.max_wait ({}) passed waiting for it.",
             format_ms(guc::max_drift_ms()),
             format_ms(guc::max_wait_ms())
         )),
@@ -236,6 +324,20 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64) -> ! {
              the clock."
                 .into(),
         ),
+    )
+}
+
+fn refuse_unknown_floor() -> ! {
+    raise(
+        PgLogLevel::ERROR,
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "cannot generate snowflake IDs: the high-water mark of this data directory is unknown".into(),
+        Some(
+            "pg_upgrade made this cluster without the state file of the cluster it was upgraded from, which may \
+             have issued IDs ahead of the clock."
+                .into(),
+        ),
+        Some(super::startup::unknown_floor_hint(shmem::state_path())),
     )
 }
 

@@ -27,6 +27,7 @@ pub static DATACENTER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(24 * 3_600_000);
 pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(super::wal::DEFAULT_RMGR_ID);
 
 const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
@@ -35,6 +36,10 @@ const DATACENTER_NAME: &CStr = c"snowflake_id.datacenter_id";
 const WORKER_NAME: &CStr = c"snowflake_id.worker_id";
 const MAX_CLOCK_DRIFT_NAME: &CStr = c"snowflake_id.max_clock_drift";
 const MAX_WAIT_NAME: &CStr = c"snowflake_id.max_wait";
+const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
+
+/// Custom WAL resource manager IDs.
+const RMGR_IDS: std::ops::RangeInclusive<i64> = 128..=255;
 
 /// Defines every setting and returns the validated identity, or stops the
 /// server. Runs in the postmaster while `shared_preload_libraries` load.
@@ -45,9 +50,11 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
     let raw_tick = raw_setting(TICK_MS_NAME);
     let raw_datacenter = raw_setting(DATACENTER_NAME);
     let raw_worker = raw_setting(WORKER_NAME);
+    let raw_rmgr_id = raw_setting(WAL_RMGR_ID_NAME);
 
     refuse_old_names();
     define_identity_settings();
+    define_wal_setting();
     define_runtime_settings();
     unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 
@@ -65,6 +72,15 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
         worker_id: int(WORKER_NAME, &raw_worker, &WORKER_ID),
     };
     let config = Config::new(settings, now).unwrap_or_else(|e| refuse_to_start(e));
+    let rmgr_id = int(WAL_RMGR_ID_NAME, &raw_rmgr_id, &WAL_RMGR_ID);
+    if !RMGR_IDS.contains(&rmgr_id) {
+        refuse_to_start(ConfigError {
+            setting: static_name(WAL_RMGR_ID_NAME),
+            value: rmgr_id.to_string(),
+            detail: "Custom WAL resource manager IDs are 128 to 255.".into(),
+            hint: "Choose an ID from 128 to 255 that no other library in shared_preload_libraries uses.".into(),
+        });
+    }
 
     // A preset brings its own epoch and tick: show them in SHOW and pg_settings
     // as the defaults they are (as PostgreSQL does for wal_buffers = -1).
@@ -126,6 +142,25 @@ fn define_identity_settings() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
+}
+
+fn define_wal_setting() {
+    GucRegistry::define_int_guc(
+        WAL_RMGR_ID_NAME,
+        c"ID of snowflake_id's WAL resource manager.",
+        c"Custom resource manager IDs are 128 to 255. It must be the same on a primary and its standbys, and \
+          change only after a clean shutdown: WAL written under the old ID can no longer be replayed.",
+        &WAL_RMGR_ID,
+        *RMGR_IDS.start() as i32,
+        *RMGR_IDS.end() as i32,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+}
+
+/// `snowflake_id.wal_rmgr_id`, validated at start.
+pub fn wal_rmgr_id() -> u8 {
+    u8::try_from(WAL_RMGR_ID.get()).expect("validated at start")
 }
 
 fn define_runtime_settings() {

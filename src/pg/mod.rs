@@ -7,8 +7,11 @@ mod decode;
 mod error;
 mod generate;
 mod guc;
+mod marks;
 mod shmem;
+mod startup;
 mod status;
+mod wal;
 #[cfg(any(test, feature = "pg_test"))]
 mod test_sql;
 
@@ -46,5 +49,6 @@ pub fn init() {
         None,
         None,
     );
+    wal::register(guc::wal_rmgr_id());
     shmem::init(config);
 }

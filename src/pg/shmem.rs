@@ -1,27 +1,24 @@
-//! The generator in shared memory, behind one LWLock, and its startup.
+//! The generator in shared memory, behind one LWLock, and the lock that
+//! serialises writing its marks.
 //!
 //! Every backend (parallel workers included) of the server shares one
 //! generator, so two backends never issue the same ID. The shared memory
 //! startup hook runs in the postmaster at server start and again after a
 //! backend crash, when the postmaster re-initialises shared memory: both times
-//! the generator resumes above the mark recorded in the state file.
+//! the generator starts from the state file ([`super::startup`]), and WAL redo
+//! raises it from there.
 
 use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::OnceLock;
 
 use pgrx::prelude::*;
-use pgrx::PgLogLevel;
 
-use super::error::{os_message, raise, report};
+use super::marks::WriteTimes;
 use crate::snowflake::config::Config;
 use crate::snowflake::generator::{Generator, Mark};
-use crate::snowflake::state_file::{self, StateFileError, StateRecord};
+use crate::snowflake::state_file;
 use crate::snowflake::time::UnixMillis;
-
-/// How far ahead each durable mark reserves: one write per second at most,
-/// and after a crash the IDs run at most this far ahead of the clock.
-pub const WINDOW_MS: u64 = 1000;
 
 /// Log a clock step back at most this often.
 const WARNING_INTERVAL_MS: u64 = 60_000;
@@ -32,15 +29,38 @@ const NAME: &std::ffi::CStr = c"snowflake_id";
 #[derive(Clone, Copy)]
 pub struct Shared {
     pub generator: Generator,
+    /// The data directory does not know its floor (pg_upgrade made it and the
+    /// old cluster's state file was not brought over): generating is refused.
+    pub floor_unknown: bool,
+    /// Time spent making marks durable, for snowflake_status().
+    pub wal_micros: u64,
+    pub file_micros: u64,
     /// Step backs already reported in the log, and when the last report was.
     reported_step_backs: u64,
     last_report: UnixMillis,
 }
 
-/// What lives in shared memory: the lock and the state it protects.
+impl Shared {
+    pub fn new(generator: Generator, floor_unknown: bool) -> Shared {
+        Shared {
+            generator,
+            floor_unknown,
+            wal_micros: 0,
+            file_micros: 0,
+            reported_step_backs: 0,
+            last_report: UnixMillis(i64::MIN),
+        }
+    }
+}
+
+/// What lives in shared memory: the locks and the state they protect.
 #[repr(C)]
 struct Segment {
+    /// Protects `shared`; never held across I/O.
     lock: *mut pg_sys::LWLock,
+    /// Held while a mark is written (WAL, then the state file), so that marks
+    /// reach the file in order.
+    writer: *mut pg_sys::LWLock,
     shared: Shared,
 }
 
@@ -71,7 +91,7 @@ pub fn recovery_in_progress() -> bool {
     unsafe { raw::RecoveryInProgress() }
 }
 
-/// The shared state, locked in `mode`, released when dropped.
+/// The shared state, locked, released when dropped.
 pub struct Locked {
     segment: *mut Segment,
 }
@@ -79,11 +99,17 @@ pub struct Locked {
 impl Locked {
     #[inline]
     fn acquire(mode: pg_sys::LWLockMode::Type) -> Locked {
-        let segment = unsafe { SEGMENT };
-        assert!(!segment.is_null(), "snowflake_id shared memory is initialised at server start");
+        let segment = segment();
         unsafe { raw::LWLockAcquire((*segment).lock, mode) };
         Locked { segment }
     }
+}
+
+#[inline]
+fn segment() -> *mut Segment {
+    let segment = unsafe { SEGMENT };
+    assert!(!segment.is_null(), "snowflake_id shared memory is initialised at server start");
+    segment
 }
 
 impl std::ops::Deref for Locked {
@@ -121,6 +147,26 @@ pub fn shared() -> Locked {
     Locked::acquire(pg_sys::LWLockMode::LW_SHARED)
 }
 
+/// The right to write a mark; released when dropped, also when an error
+/// unwinds through the write (and by PostgreSQL itself at process exit).
+pub struct MarkWriter {
+    lock: *mut pg_sys::LWLock,
+}
+
+impl MarkWriter {
+    pub fn acquire() -> MarkWriter {
+        let lock = unsafe { (*segment()).writer };
+        unsafe { raw::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        MarkWriter { lock }
+    }
+}
+
+impl Drop for MarkWriter {
+    fn drop(&mut self) {
+        unsafe { raw::LWLockRelease(self.lock) };
+    }
+}
+
 /// Keeps the configuration and asks for shared memory. Postmaster only.
 pub fn init(config: Config) {
     let data_dir = unsafe { std::ffi::CStr::from_ptr(pg_sys::DataDir) }.to_string_lossy().into_owned();
@@ -141,20 +187,19 @@ unsafe extern "C-unwind" fn request_shmem() {
             prev();
         }
         pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Segment>());
-        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 1);
+        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 2);
     }
 }
 
 /// Runs in the postmaster at start and again when it re-initialises shared
-/// memory after a backend crashed: both times the generator resumes above the
-/// recorded mark.
+/// memory after a backend crashed.
 #[pg_guard]
 unsafe extern "C-unwind" fn startup_shmem() {
     unsafe {
         if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
             prev();
         }
-        let shared = startup_state();
+        let shared = super::startup::initial_state();
         // AddinShmemInitLock, as pgrx's own shared memory uses it.
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
@@ -162,12 +207,22 @@ unsafe extern "C-unwind" fn startup_shmem() {
         let segment =
             pg_sys::ShmemInitStruct(NAME.as_ptr(), std::mem::size_of::<Segment>(), &mut found).cast::<Segment>();
         if !found {
-            let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(NAME.as_ptr())).lock;
-            segment.write(Segment { lock, shared });
+            let locks = pg_sys::GetNamedLWLockTranche(NAME.as_ptr());
+            let lock = &raw mut (*locks).lock;
+            let writer = &raw mut (*locks.add(1)).lock;
+            segment.write(Segment { lock, writer, shared });
         }
         SEGMENT = segment;
         pg_sys::LWLockRelease(init_lock);
+        super::startup::at_postmaster_exit();
     }
+}
+
+/// The shared state without its lock, for the postmaster once every other
+/// process is gone (it holds no PGPROC and cannot take an LWLock).
+pub fn unlocked_in_postmaster() -> Option<Shared> {
+    let segment = unsafe { SEGMENT };
+    (!segment.is_null()).then(|| unsafe { (*segment).shared })
 }
 
 /// The server's validated identity; set before any backend starts.
@@ -180,86 +235,6 @@ pub fn state_path() -> &'static Path {
     STATE_PATH.get().expect("snowflake_id is initialised in shared_preload_libraries")
 }
 
-/// Makes a new mark durable before the generator issues beyond the old one.
-pub fn persist(mark: Mark) -> std::io::Result<()> {
-    let c = config();
-    state_file::write(state_path(), &StateRecord::new(mark, &c.codec, c.node).render())
-}
-
-fn window_ticks(config: &Config) -> u64 {
-    config.codec.time.ticks_in(WINDOW_MS).max(1)
-}
-
-/// The generator as shared memory starts: above the recorded mark, if any.
-fn startup_state() -> Shared {
-    let config = config();
-    let path = state_path();
-    let record = match state_file::read(path) {
-        Ok(record) => record,
-        Err(e) => refuse_state_file(path, e),
-    };
-    if let Some(r) = &record {
-        let changed = r.changed_settings(&config.codec, config.node);
-        if !changed.is_empty() {
-            report(
-                PgLogLevel::WARNING,
-                PgSqlErrorCode::ERRCODE_WARNING,
-                "snowflake_id settings changed since the state file was written".into(),
-                Some(format!("Changed: {}.", changed.join(", "))),
-                Some(
-                    "Changing the layout, epoch or node numbers of an ID space that already has IDs can repeat \
-                     IDs; new IDs still start above the recorded time."
-                        .into(),
-                ),
-            );
-        }
-    }
-    let resume = record.as_ref().map(|r| r.mark_in(&config.codec.time));
-    let template = config.codec.template(config.node);
-    let generator = Generator::new(template, window_ticks(config), resume).unwrap_or_else(|e| {
-        refuse_state_file(
-            path,
-            StateFileError::Corrupt(format!(
-                "it records clock_back {} but the layout's clock_back field holds at most {}",
-                e.recorded, e.max
-            )),
-        )
-    });
-    if let Some(r) = &record {
-        report(
-            PgLogLevel::LOG,
-            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
-            format!("snowflake_id resumes above {} (clock_back {})", r.mark, r.clock_back),
-            None,
-            None,
-        );
-    }
-    Shared { generator, reported_step_backs: 0, last_report: UnixMillis(i64::MIN) }
-}
-
-fn refuse_state_file(path: &Path, e: StateFileError) -> ! {
-    let shown = path.display();
-    let recovery = "The file holds the highest timestamp this server may have issued. Restore it from a backup \
-                    of this server if you can. Otherwise move it aside and make sure the system clock is past the \
-                    newest ID's timestamp (snowflake_timestamp(max(id)) of your tables) before generating IDs.";
-    match e {
-        StateFileError::Unreadable(io) => raise(
-            PgLogLevel::FATAL,
-            super::error::file_access_code(&io),
-            format!("could not read snowflake_id state file \"{shown}\": {}", os_message(&io)),
-            None,
-            Some(format!("Check the file's permissions: it must be readable by the server's user. {recovery}")),
-        ),
-        StateFileError::Corrupt(why) => raise(
-            PgLogLevel::FATAL,
-            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-            format!("snowflake_id state file \"{shown}\" is corrupt"),
-            Some(crate::snowflake::config::sentence(&format!("the file is corrupt because {why}"))),
-            Some(recovery.into()),
-        ),
-    }
-}
-
 /// A clock step back to put in the server log.
 pub struct StepBackReport {
     pub step_backs: u64,
@@ -267,6 +242,13 @@ pub struct StepBackReport {
 }
 
 impl Shared {
+    /// Records a mark made durable, and how long that took.
+    pub fn mark_written(&mut self, mark: Mark, times: WriteTimes) {
+        self.generator.mark_written(mark);
+        self.wal_micros += times.wal_micros;
+        self.file_micros += times.file_micros;
+    }
+
     /// A report when the clock went back since the last one, at most one a minute.
     #[inline]
     pub fn take_step_back_report(&mut self, now: UnixMillis) -> Option<StepBackReport> {

@@ -33,12 +33,16 @@ fn snowflake_status() -> TableIterator<
         name!(high_water_mark, Option<TimestampWithTimeZone>),
         name!(clock_back, i32),
         name!(marks_written, i64),
+        name!(marks_replayed, i64),
+        name!(mark_wal_time_ms, f64),
+        name!(mark_file_time_ms, f64),
         name!(state_file, String),
     ),
 > {
     let config = shmem::config();
     let time = config.codec.time;
-    let generator = shmem::shared().generator;
+    let shared = *shmem::shared();
+    let generator = shared.generator;
     let now = time.tick_of(clock::now());
     let stats = *generator.stats();
     let mark = generator.mark();
@@ -65,9 +69,12 @@ fn snowflake_status() -> TableIterator<
         count(stats.waits),
         stats.wait_micros as f64 / 1000.0,
         ms(generator.drift(now)),
-        config.codec.instant_of(mark.tick).and_then(timestamptz),
+        config.codec.instant_of(generator.template().tick_of(mark.position)).and_then(timestamptz),
         mark.clock_back as i32,
         count(stats.marks_written),
+        count(stats.marks_replayed),
+        shared.wal_micros as f64 / 1000.0,
+        shared.file_micros as f64 / 1000.0,
         shmem::state_path().display().to_string(),
     ))
 }

@@ -179,7 +179,7 @@ mod tests {
             contexts,
             "snowflake_id.datacenter_id=postmaster snowflake_id.epoch=postmaster snowflake_id.layout=postmaster \
              snowflake_id.max_clock_drift=sighup snowflake_id.max_wait=sighup snowflake_id.tick_ms=postmaster \
-             snowflake_id.worker_id=postmaster"
+             snowflake_id.wal_rmgr_id=postmaster snowflake_id.worker_id=postmaster"
         );
         for setting in
             ["worker_id = 8", "datacenter_id = 1", "layout = 'instagram'", "epoch = '2020-01-01'", "tick_ms = 2"]

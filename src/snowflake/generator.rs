@@ -5,27 +5,43 @@
 //! - Positions are handed out in strictly increasing order within one
 //!   clock_back era, so one node never issues the same ID twice and its IDs
 //!   increase (across eras too when the layout puts clock_back above timestamp).
-//! - No ID is issued at a tick at or above the durable mark. Before issuing
-//!   beyond it, the generator hands a new mark to the caller's `persist` and
-//!   only issues once that succeeded; a generator resumed from the last durable
-//!   mark therefore continues above everything issued before the restart or
-//!   crash, whatever the wall clock did meanwhile.
+//! - Nothing is issued at or above the durable mark. The generator asks the
+//!   caller to make a new mark durable ([`Refusal::NeedMark`]) before it issues
+//!   beyond the old one, and asks for the next mark early ([`Grant::renew`]) so
+//!   that under steady load no caller waits for a write. A generator resumed
+//!   from the last durable mark, or raised to it by [`Generator::raise_floor`]
+//!   (WAL redo on a standby or in recovery), therefore continues above every ID
+//!   issued before, whatever the wall clock did meanwhile.
 //! - An issued tick is at most `max_drift` ticks ahead of the wall clock
 //!   reading it was issued against. When that would be broken the generator
 //!   asks the caller to wait, or with a clock_back field and a clock that went
-//!   back, starts a new era at the wall clock.
+//!   back, starts a new era at the wall clock once its mark is durable.
+//! - A resume is not a clock step back: a mark records the wall clock it was
+//!   written at, and only a reading below that counts as the clock going back.
 //!
 //! The generator never reads a clock or touches a file: the caller passes the
-//! wall-clock tick and a `persist` callback, so every fault can be replayed.
+//! wall-clock tick and writes the marks it is asked for, so every fault can be
+//! replayed.
 
 use super::codec::IdTemplate;
 
-/// A durable high-water mark: every ID issued in era `clock_back` has a tick
-/// below `tick`, and no ID was issued in a later era.
+/// A high-water mark: no ID of era `clock_back` was issued at or after
+/// `position`, and none in a later era.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mark {
-    pub tick: u64,
+    pub position: u64,
     pub clock_back: u64,
+    /// The highest wall-clock tick seen in the era when the mark was set;
+    /// `None` when unknown (a state file written before version 0.3.0).
+    pub wall: Option<i64>,
+}
+
+impl Mark {
+    /// Whether this mark says at least as much as `other`: every ID `other`
+    /// rules out is ruled out by this one.
+    pub fn covers(&self, other: &Mark) -> bool {
+        self.clock_back > other.clock_back || (self.clock_back == other.clock_back && self.position >= other.position)
+    }
 }
 
 /// Counters since the generator was created (that is, since server start).
@@ -44,25 +60,38 @@ pub struct Stats {
     /// Calls that had to wait for the wall clock, and the time they waited.
     pub waits: u64,
     pub wait_micros: u64,
+    /// Marks made durable by this server, and marks raised to by WAL redo.
     pub marks_written: u64,
+    pub marks_replayed: u64,
 }
 
-/// Why no block was handed out. Nothing was issued and no state changed
-/// beyond the clock observation.
+/// Why no block was handed out. Nothing was issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal<E> {
+pub enum Refusal {
     /// Issuing now would run more than `max_drift` ahead of the wall clock;
-    /// try again once the wall clock reaches tick `until`.
-    Wait { until: i64 },
+    /// try again once the wall clock reaches tick `until`. `at_mark` when what
+    /// lies ahead is a mark resumed from or replayed (after a crash), not an
+    /// ID this generator issued.
+    Wait { until: i64, at_mark: bool },
+    /// Nothing can be issued before this mark is durable: make it so, report
+    /// it with [`Generator::mark_written`], and try again.
+    NeedMark(Mark),
     /// The timestamp field has no tick left: the layout's time range is over.
     TimestampExhausted,
     /// The clock went back again but the clock_back field is at its maximum.
     ClockBackExhausted,
-    /// The new mark could not be made durable.
-    Persist(E),
 }
 
-/// A mark from a state file that does not fit the layout.
+/// A block to hand out, and possibly a mark the caller should make durable
+/// next (then report with [`Generator::mark_written`] or
+/// [`Generator::mark_failed`]); the block is valid either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub block: Block,
+    pub renew: Option<Mark>,
+}
+
+/// A mark from a state file or a WAL record that does not fit the layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockBackOutOfRange {
     pub recorded: u64,
@@ -118,8 +147,10 @@ impl Iterator for Block {
 #[derive(Clone, Copy, Debug)]
 pub struct Generator {
     template: IdTemplate,
-    /// Ticks reserved ahead with every durable mark.
+    /// Positions each new mark reserves ahead of what it covers.
     window: u64,
+    /// Ask for the next mark once issuing comes this close to the durable one.
+    renew_margin: u64,
     /// The next free position.
     next: u64,
     /// Nothing issued since creation.
@@ -130,56 +161,66 @@ pub struct Generator {
     /// The highest wall-clock reading in this era, for telling a clock that
     /// went back from a generator that ran ahead.
     wall_high: i64,
-    /// The durable mark's tick; see [`Mark`].
-    mark: u64,
+    /// The durable mark's position in era `clock_back`; see [`Mark`].
+    durable: u64,
+    /// The highest mark handed out for writing; above `durable` while a
+    /// renewal is being written.
+    requested: u64,
     stats: Stats,
 }
 
+/// No wall-clock reading yet.
+const NO_READING: i64 = i64::MIN;
+
 impl Generator {
-    /// A generator for a node, continuing above `resume` (the last durable mark)
-    /// if there is one. `window` is how many ticks each durable mark reserves
-    /// ahead; at least one.
-    pub fn new(template: IdTemplate, window: u64, resume: Option<Mark>) -> Result<Self, ClockBackOutOfRange> {
-        let window = window.max(1);
+    /// A generator for a node, continuing above `resume` (the last durable
+    /// mark) if there is one. `window_ticks` is how far each new mark reaches
+    /// ahead; at least one tick.
+    pub fn new(template: IdTemplate, window_ticks: u64, resume: Option<Mark>) -> Result<Self, ClockBackOutOfRange> {
+        let window = template.position(window_ticks.max(1));
         let mut g = Generator {
             template,
             window,
+            renew_margin: window / 4,
             next: 0,
             fresh: true,
             clock_back: 0,
-            wall_last: i64::MIN,
-            wall_high: i64::MIN,
-            mark: 0,
+            wall_last: NO_READING,
+            wall_high: NO_READING,
+            durable: 0,
+            requested: 0,
             stats: Stats::default(),
         };
         if let Some(m) = resume {
-            let max = template.max_clock_back().unwrap_or(0);
-            if m.clock_back > max {
-                return Err(ClockBackOutOfRange { recorded: m.clock_back, max });
-            }
-            g.next = template.position(m.tick.min(template.max_tick() + 1));
-            g.mark = m.tick;
+            g.check_era(m.clock_back)?;
+            let position = m.position.min(template.position(template.max_tick() + 1));
+            g.next = position;
+            g.durable = position;
+            g.requested = position;
             g.clock_back = m.clock_back;
-            // The wall clock read at least this much before the mark was written.
-            let seen = i64::try_from(m.tick.saturating_sub(window)).unwrap_or(i64::MAX);
+            // The wall clock read this much when the mark was set: a reading
+            // below it after the resume is a real step back, a reading below
+            // the mark itself is not.
+            let seen = m.wall.unwrap_or(NO_READING);
             g.wall_last = seen;
             g.wall_high = seen;
         }
         Ok(g)
     }
 
+    fn check_era(&self, clock_back: u64) -> Result<(), ClockBackOutOfRange> {
+        let max = self.template.max_clock_back().unwrap_or(0);
+        if clock_back > max {
+            return Err(ClockBackOutOfRange { recorded: clock_back, max });
+        }
+        Ok(())
+    }
+
     /// Hands out up to `want` (at least one) consecutive IDs against the wall
-    /// clock tick `now`, never more than `max_drift` ticks ahead of it.
-    /// Calls `persist` with a new mark first when the block reaches the durable
-    /// mark; if that fails nothing is issued.
+    /// clock tick `now`, never more than `max_drift` ticks ahead of it, and
+    /// never at or beyond the durable mark.
     #[inline]
-    pub fn reserve<E>(
-        &mut self,
-        now: i64,
-        want: u64,
-        max_drift: u64,
-        persist: impl FnOnce(Mark) -> Result<(), E>,
-    ) -> Result<Block, Refusal<E>> {
+    pub fn reserve(&mut self, now: i64, want: u64, max_drift: u64) -> Result<Grant, Refusal> {
         debug_assert!(want > 0);
         self.observe(now);
         let t = self.template;
@@ -188,43 +229,104 @@ impl Generator {
         let wall_pos = t.position(wall_tick.min(max_tick + 1));
         let limit = last_allowed_tick(now, max_drift);
 
-        let mut start = self.next.max(wall_pos);
-        let mut new_era = false;
-        if limit.is_none_or(|l| t.tick_of(start) > l) {
+        let start = self.next.max(wall_pos);
+        let exhausted = t.tick_of(start) > max_tick;
+        if exhausted || limit.is_none_or(|l| t.tick_of(start) > l) {
             let clock_went_back = now < self.wall_high;
-            if t.max_clock_back().is_some() && clock_went_back && limit.is_some_and(|l| wall_tick <= l) {
+            let wall_usable = wall_tick <= max_tick && limit.is_some_and(|l| wall_tick <= l);
+            if t.max_clock_back().is_some() && clock_went_back && wall_usable {
                 if Some(self.clock_back) == t.max_clock_back() {
                     return Err(Refusal::ClockBackExhausted);
                 }
-                new_era = true;
-                start = wall_pos;
-            } else {
-                let until = (t.tick_of(start) as i64).saturating_sub(max_drift.min(i64::MAX as u64) as i64);
-                return Err(Refusal::Wait { until });
+                // A new era starts at the wall clock once its mark is durable.
+                return Err(Refusal::NeedMark(Mark {
+                    position: wall_pos.saturating_add(self.window),
+                    clock_back: self.clock_back + 1,
+                    wall: Some(now),
+                }));
             }
-        }
-        if t.tick_of(start) > max_tick {
-            return Err(Refusal::TimestampExhausted);
+            // No wait can help a layout whose time range is over.
+            if exhausted {
+                return Err(Refusal::TimestampExhausted);
+            }
+            let until = (t.tick_of(start) as i64).saturating_sub(max_drift.min(i64::MAX as u64) as i64);
+            return Err(Refusal::Wait { until, at_mark: self.fresh && self.next > wall_pos });
         }
         // `limit` is at least the start's tick here.
         let last_allowed = t.position(limit.unwrap_or(0).min(max_tick) + 1) - 1;
-        let end = start.saturating_add(want - 1).min(last_allowed);
-
-        let era = self.clock_back + u64::from(new_era);
-        if new_era || t.tick_of(end) >= self.mark {
-            let mark = Mark { tick: t.tick_of(end).max(wall_tick).saturating_add(self.window), clock_back: era };
-            persist(mark).map_err(Refusal::Persist)?;
-            self.mark = mark.tick;
-            self.stats.marks_written += 1;
+        let wanted_end = start.saturating_add(want - 1).min(last_allowed);
+        let next_mark = |s: &Self| Mark {
+            position: (wanted_end + 1).max(wall_pos).saturating_add(s.window),
+            clock_back: s.clock_back,
+            wall: Some(s.wall_high),
+        };
+        if start >= self.durable {
+            return Err(Refusal::NeedMark(next_mark(self)));
         }
-        if new_era {
-            self.clock_back = era;
-            self.wall_high = now;
-        }
-        self.count(start, end, now, new_era);
+        let end = wanted_end.min(self.durable - 1);
+        let renew = if self.requested <= self.durable && (end + 1).saturating_add(self.renew_margin) >= self.durable {
+            let m = next_mark(self);
+            self.requested = m.position;
+            Some(m)
+        } else {
+            None
+        };
+        self.count(start, end, now);
         self.next = end + 1;
         self.fresh = false;
-        Ok(Block { template: t, first: start, len: end - start + 1, clock_back: era })
+        Ok(Grant { block: Block { template: t, first: start, len: end - start + 1, clock_back: self.clock_back }, renew })
+    }
+
+    /// Records that `mark` is durable (in WAL and the state file). A mark of
+    /// a later era switches to that era.
+    pub fn mark_written(&mut self, mark: Mark) {
+        self.advance_to(mark);
+        self.stats.marks_written += 1;
+    }
+
+    /// Records that writing a requested mark failed, so that it is asked for
+    /// again. Nothing issued depended on it.
+    pub fn mark_failed(&mut self) {
+        self.requested = self.durable;
+    }
+
+    /// Raises the floor to a mark written by this server's past or its
+    /// primary, replayed from WAL: everything below it counts as issued.
+    /// Returns whether the floor moved.
+    pub fn raise_floor(&mut self, mark: Mark) -> Result<bool, ClockBackOutOfRange> {
+        self.check_era(mark.clock_back)?;
+        if self.covers(&mark) {
+            return Ok(false);
+        }
+        self.advance_to(mark);
+        // Unlike a mark this generator wrote, IDs below a replayed one may
+        // all have been issued (by the primary, or before the crash).
+        self.next = self.next.max(mark.position);
+        self.stats.marks_replayed += 1;
+        Ok(true)
+    }
+
+    fn advance_to(&mut self, mark: Mark) {
+        if mark.clock_back > self.clock_back {
+            self.clock_back = mark.clock_back;
+            // The era is new: nothing of it was issued below the mark's start.
+            self.next = mark.position.saturating_sub(self.window);
+            self.durable = mark.position;
+            self.requested = mark.position;
+            self.wall_high = mark.wall.unwrap_or(NO_READING);
+            self.fresh = true;
+        } else if mark.clock_back == self.clock_back && mark.position > self.durable {
+            self.durable = mark.position;
+            self.requested = self.requested.max(mark.position);
+            if let Some(w) = mark.wall {
+                self.wall_high = self.wall_high.max(w);
+            }
+        }
+    }
+
+    /// Whether the durable mark already rules out everything `mark` does.
+    pub fn covers(&self, mark: &Mark) -> bool {
+        self.mark().covers(mark)
     }
 
     #[inline]
@@ -239,7 +341,7 @@ impl Generator {
         self.wall_high = self.wall_high.max(now);
     }
 
-    fn count(&mut self, start: u64, end: u64, now: i64, new_era: bool) {
+    fn count(&mut self, start: u64, end: u64, now: i64) {
         let t = self.template;
         let (first_tick, last_tick) = (t.tick_of(start), t.tick_of(end));
         let starts_a_tick = t.sequence_of(start) == 0;
@@ -248,7 +350,7 @@ impl Generator {
         if last_tick >= ahead_from {
             self.stats.ticks_borrowed += last_tick - ahead_from + 1;
         }
-        let ran_out_before = !self.fresh && !new_era && start == self.next && starts_a_tick;
+        let ran_out_before = !self.fresh && start == self.next && starts_a_tick;
         self.stats.sequence_exhaustions += last_tick - first_tick + u64::from(ran_out_before);
         self.stats.ids_issued += end - start + 1;
     }
@@ -263,13 +365,27 @@ impl Generator {
         &self.stats
     }
 
-    /// The last durable mark (or the one resumed from).
+    /// The durable mark (or the one resumed from).
     pub fn mark(&self) -> Mark {
-        Mark { tick: self.mark, clock_back: self.clock_back }
+        Mark { position: self.durable, clock_back: self.clock_back, wall: self.wall_reading() }
+    }
+
+    /// Where a generator started after a clean shutdown continues without a
+    /// gap: the next free position. Only valid once nothing can issue any more.
+    pub fn resume_point(&self) -> Mark {
+        Mark { position: self.next, clock_back: self.clock_back, wall: self.wall_reading() }
+    }
+
+    fn wall_reading(&self) -> Option<i64> {
+        (self.wall_high != NO_READING).then_some(self.wall_high)
     }
 
     pub fn clock_back(&self) -> u64 {
         self.clock_back
+    }
+
+    pub fn template(&self) -> &IdTemplate {
+        &self.template
     }
 
     /// How many ticks the last issued ID is ahead of the wall clock tick `now`.

@@ -6,12 +6,16 @@
 //! - [`codec`]: fields to IDs and back;
 //! - [`config`]: validating a server's identity settings;
 //! - [`generator`]: the state machine that hands out IDs against a clock it is given;
-//! - [`state_file`]: the durable high-water mark.
+//! - [`mark_record`]: a mark as kept outside the generator, in instants;
+//! - [`state_file`]: the state file's format;
+//! - [`wal_record`]: the mark as a WAL record.
 
 pub mod codec;
 pub mod config;
 pub mod generator;
 pub mod layout;
+pub mod mark_record;
 pub mod preset;
 pub mod state_file;
 pub mod time;
+pub mod wal_record;

@@ -1,9 +1,17 @@
-//! The durable state file: the generator's high-water mark, so that IDs issued
-//! after a restart or a crash are above every ID issued before it.
+//! The state file, `snowflake_id.state` in the data directory.
+//!
+//! Marks travel in WAL (see the PostgreSQL layer), but WAL only replays what
+//! came after the last checkpoint, and PostgreSQL has no checkpoint hook for an
+//! extension. So, as PostgreSQL does for its own relation map, every mark is
+//! also written to this file (and fsynced) before it is used, and WAL redo
+//! writes the file too. The file is what a server starts from; redo raises it.
+//! It also keeps what WAL cannot: the exact point a clean shutdown stopped at,
+//! and the note that a cluster made by pg_upgrade does not know its floor.
 //!
 //! The file is small text a DBA can read, with a CRC so that a torn or edited
 //! file is noticed instead of trusted. It is replaced atomically: written to a
-//! temporary file, flushed, renamed over the old one, and the directory flushed.
+//! fresh temporary file, flushed, renamed over the old one, and the directory
+//! flushed.
 
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
@@ -13,42 +21,44 @@ use std::path::{Path, PathBuf};
 
 use super::codec::{Codec, Node};
 use super::generator::Mark;
-use super::time::{parse_instant, TimeBase, UnixMillis};
+use super::mark_record::MarkRecord;
+use super::time::{parse_instant, UnixMillis};
 
 /// The file's name in the data directory.
 pub const FILE_NAME: &str = "snowflake_id.state";
 
-const VERSION: &str = "1";
+const VERSION: &str = "2";
 
-/// What the file records. The mark is kept as an instant rather than a tick, so
-/// it stays a valid floor even if the epoch or tick length is changed.
+/// What a state file says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StateFile {
+    /// A floor to resume above.
+    Floor(StateRecord),
+    /// This data directory's floor is unknown (it was made by pg_upgrade): the
+    /// server must not generate until the DBA supplies the old cluster's file.
+    Unknown { reason: String },
+}
+
+/// A floor, and the settings in force when it was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateRecord {
-    /// No ID of era `clock_back` was issued at or after this instant.
-    pub mark: UnixMillis,
-    pub clock_back: u64,
-    /// The settings in force when it was written, to notice a change.
+    pub mark: MarkRecord,
+    /// The exact point a clean shutdown stopped at, rather than a mark set ahead.
+    pub exact: bool,
     pub layout: String,
     pub epoch: UnixMillis,
-    pub tick_ms: u32,
     pub node: Node,
 }
 
 impl StateRecord {
-    pub fn new(mark: Mark, codec: &Codec, node: Node) -> Self {
+    pub fn new(mark: &Mark, exact: bool, codec: &Codec, node: Node) -> Self {
         StateRecord {
-            mark: codec.instant_of(mark.tick).unwrap_or(UnixMillis(i64::MAX)),
-            clock_back: mark.clock_back,
+            mark: MarkRecord::new(mark, codec),
+            exact,
             layout: codec.layout.to_string(),
             epoch: codec.time.epoch(),
-            tick_ms: codec.time.tick_ms(),
             node,
         }
-    }
-
-    /// The mark in ticks of `time` (rounded up, so it stays a floor).
-    pub fn mark_in(&self, time: &TimeBase) -> Mark {
-        Mark { tick: time.tick_at_or_after(self.mark), clock_back: self.clock_back }
     }
 
     /// Settings that differ between the file and the server, as `name (file → now)`.
@@ -61,59 +71,112 @@ impl StateRecord {
         };
         check("snowflake_id.layout", self.layout.clone(), codec.layout.to_string());
         check("snowflake_id.epoch", self.epoch.to_string(), codec.time.epoch().to_string());
-        check("snowflake_id.tick_ms", self.tick_ms.to_string(), codec.time.tick_ms().to_string());
+        check("snowflake_id.tick_ms", self.mark.tick_ms.to_string(), codec.time.tick_ms().to_string());
         check("snowflake_id.datacenter_id", self.node.datacenter.to_string(), node.datacenter.to_string());
         check("snowflake_id.worker_id", self.node.worker.to_string(), node.worker.to_string());
         changed
     }
 
     pub fn render(&self) -> String {
-        let mut body = String::with_capacity(512);
+        let m = &self.mark;
+        let mut body = String::with_capacity(640);
         body.push_str("# snowflake_id generator state. Written by the server; do not edit.\n");
-        body.push_str("# No ID was issued at or after mark_unix_ms (in era clock_back).\n");
+        body.push_str("# No ID was issued at or after (mark, mark_sequence) in era clock_back, nor in a later era.\n");
         let _ = writeln!(body, "version={VERSION}");
-        let _ = writeln!(body, "mark_unix_ms={}", self.mark.0);
-        let _ = writeln!(body, "mark={}", self.mark);
-        let _ = writeln!(body, "clock_back={}", self.clock_back);
+        let _ = writeln!(body, "kind={}", if self.exact { "resume" } else { "mark" });
+        let _ = writeln!(body, "mark_unix_ms={}", m.instant.0);
+        let _ = writeln!(body, "mark={}", m.instant);
+        let _ = writeln!(body, "mark_sequence={}", m.sequence);
+        let _ = writeln!(body, "clock_back={}", m.clock_back);
+        let _ = writeln!(body, "wall_unix_ms={}", m.wall.map_or_else(String::new, |w| w.0.to_string()));
+        let _ = writeln!(body, "tick_ms={}", m.tick_ms);
+        let _ = writeln!(body, "sequence_bits={}", m.sequence_bits);
         let _ = writeln!(body, "layout={}", self.layout);
         let _ = writeln!(body, "epoch_unix_ms={}", self.epoch.0);
-        let _ = writeln!(body, "tick_ms={}", self.tick_ms);
         let _ = writeln!(body, "datacenter_id={}", self.node.datacenter);
         let _ = writeln!(body, "worker_id={}", self.node.worker);
-        let crc = crc32(body.as_bytes());
-        let _ = writeln!(body, "crc32={crc:08x}");
-        body
+        seal(body)
     }
+}
 
-    pub fn parse(text: &str) -> Result<StateRecord, String> {
-        let crc_at = text.rfind("crc32=").ok_or("it has no crc32 line")?;
-        let (body, crc_line) = text.split_at(crc_at);
-        let want = u32::from_str_radix(crc_line["crc32=".len()..].trim_end(), 16)
-            .map_err(|_| "its crc32 line is malformed")?;
-        if crc32(body.as_bytes()) != want {
-            return Err("its checksum does not match its contents".into());
-        }
-        let value = |key: &str| -> Result<&str, String> {
-            body.lines()
-                .find_map(|l| l.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')))
-                .ok_or_else(|| format!("it has no {key} line"))
-        };
-        let number = |key: &str| -> Result<u64, String> {
-            value(key)?.parse::<u64>().map_err(|_| format!("its {key} is not a number"))
-        };
-        if value("version")? != VERSION {
-            return Err(format!("its version {} is not {VERSION}", value("version")?));
-        }
-        let instant = |key: &str| parse_instant(value(key)?).map_err(|e| format!("its {key} is invalid: {e}"));
-        Ok(StateRecord {
-            mark: instant("mark_unix_ms")?,
-            clock_back: number("clock_back")?,
-            layout: value("layout")?.to_string(),
-            epoch: instant("epoch_unix_ms")?,
-            tick_ms: u32::try_from(number("tick_ms")?).map_err(|_| "its tick_ms is out of range")?,
-            node: Node { datacenter: number("datacenter_id")?, worker: number("worker_id")? },
-        })
+/// The file of a data directory whose floor is unknown.
+pub fn render_unknown(reason: &str) -> String {
+    let mut body = String::with_capacity(512);
+    body.push_str("# snowflake_id generator state: the high-water mark of this data directory is unknown.\n");
+    body.push_str("# Replace this file with the snowflake_id.state of the cluster this one was made from,\n");
+    body.push_str("# or, if that cluster never generated IDs, remove it. Then start the server.\n");
+    let _ = writeln!(body, "version={VERSION}");
+    body.push_str("kind=unknown\n");
+    let _ = writeln!(body, "reason={}", reason.replace('\n', " "));
+    seal(body)
+}
+
+fn seal(mut body: String) -> String {
+    let crc = crc32(body.as_bytes());
+    let _ = writeln!(body, "crc32={crc:08x}");
+    body
+}
+
+/// Reads a state file's text: version 2, or version 1 (0.1.0 and 0.2.0).
+pub fn parse(text: &str) -> Result<StateFile, String> {
+    let crc_at = text.rfind("crc32=").ok_or("it has no crc32 line")?;
+    let (body, crc_line) = text.split_at(crc_at);
+    let want =
+        u32::from_str_radix(crc_line["crc32=".len()..].trim_end(), 16).map_err(|_| "its crc32 line is malformed")?;
+    if crc32(body.as_bytes()) != want {
+        return Err("its checksum does not match its contents".into());
     }
+    let value = |key: &str| -> Result<&str, String> {
+        body.lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')))
+            .ok_or_else(|| format!("it has no {key} line"))
+    };
+    let number = |key: &str| -> Result<u64, String> {
+        value(key)?.parse::<u64>().map_err(|_| format!("its {key} is not a number"))
+    };
+    let instant = |key: &str| parse_instant(value(key)?).map_err(|e| format!("its {key} is invalid: {e}"));
+    let u32_of = |key: &str| -> Result<u32, String> {
+        u32::try_from(number(key)?).map_err(|_| format!("its {key} is out of range"))
+    };
+    let version = value("version")?;
+    let (kind, sequence, wall, sequence_bits) = match version {
+        "1" => ("mark", 0, None, None),
+        VERSION => {
+            let kind = value("kind")?;
+            if kind == "unknown" {
+                return Ok(StateFile::Unknown { reason: value("reason")?.to_string() });
+            }
+            let wall = match value("wall_unix_ms")? {
+                "" => None,
+                _ => Some(instant("wall_unix_ms")?),
+            };
+            (kind, number("mark_sequence")?, wall, Some(u32_of("sequence_bits")?))
+        }
+        other => return Err(format!("its version {other} is not {VERSION}")),
+    };
+    if kind != "mark" && kind != "resume" {
+        return Err(format!("its kind {kind} is not mark, resume or unknown"));
+    }
+    let layout = value("layout")?.to_string();
+    // Version 1 did not record the sequence width; its marks are whole ticks.
+    let sequence_bits = match sequence_bits {
+        Some(bits) => bits,
+        None => super::layout::Layout::parse(&layout).map_or(0, |l| l.sequence().width),
+    };
+    Ok(StateFile::Floor(StateRecord {
+        mark: MarkRecord {
+            instant: instant("mark_unix_ms")?,
+            sequence,
+            clock_back: number("clock_back")?,
+            wall,
+            tick_ms: u32_of("tick_ms")?,
+            sequence_bits,
+        },
+        exact: kind == "resume",
+        layout,
+        epoch: instant("epoch_unix_ms")?,
+        node: Node { datacenter: number("datacenter_id")?, worker: number("worker_id")? },
+    }))
 }
 
 /// Why the state file could not be used.
@@ -123,23 +186,33 @@ pub enum StateFileError {
     Corrupt(String),
 }
 
-/// Reads the state file; `Ok(None)` when there is none (a first start).
-pub fn read(path: &Path) -> Result<Option<StateRecord>, StateFileError> {
+/// Reads the state file; `Ok(None)` when there is none.
+pub fn read(path: &Path) -> Result<Option<StateFile>, StateFileError> {
     match fs::read(path) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).map_err(|_| StateFileError::Corrupt("it is not text".into()))?;
-            StateRecord::parse(&text).map(Some).map_err(StateFileError::Corrupt)
+            parse(&text).map(Some).map_err(StateFileError::Corrupt)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StateFileError::Unreadable(e)),
     }
 }
 
-/// Replaces the state file atomically and durably: when this returns `Ok`, a
-/// crash at any point leaves either the old or the new contents on disk.
-pub fn write(path: &Path, contents: &str) -> io::Result<()> {
+/// Replaces the state file atomically and durably, with permissions `mode`
+/// (PostgreSQL's, which follow the data directory's group access). When this
+/// returns `Ok`, a crash at any point leaves either the old or the new
+/// contents on disk. Callers serialise writes.
+///
+/// The temporary file is created afresh (`O_EXCL`, `O_NOFOLLOW`): whatever was
+/// left under its name, a file or a link, is removed, never written through.
+pub fn write(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
     let tmp = temp_path(path);
-    let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file =
+        OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).mode(mode).open(&tmp)?;
     file.write_all(contents.as_bytes())?;
     file.sync_all()?;
     drop(file);
@@ -170,6 +243,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 mod tests {
     use super::*;
     use crate::snowflake::preset;
+    use crate::snowflake::time::TimeBase;
     use std::os::unix::fs::PermissionsExt;
 
     fn codec() -> Codec {
@@ -177,15 +251,34 @@ mod tests {
         Codec::new(r.layout, TimeBase::new(r.epoch, r.tick_ms).unwrap())
     }
 
-    fn record() -> StateRecord {
-        StateRecord::new(Mark { tick: 123_456_789, clock_back: 2 }, &codec(), Node { datacenter: 3, worker: 17 })
+    fn mark() -> Mark {
+        Mark { position: (123_456_789 << 12) | 5, clock_back: 2, wall: Some(123_456_000) }
     }
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("snowflake-state-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir.join(FILE_NAME)
+    fn record(exact: bool) -> StateRecord {
+        StateRecord::new(&mark(), exact, &codec(), Node { datacenter: 3, worker: 17 })
+    }
+
+    /// A scratch directory, removed again when the test is done.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("snowflake-state-{}-{name}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+
+        fn file(&self) -> PathBuf {
+            self.0.join(FILE_NAME)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]
@@ -195,43 +288,83 @@ mod tests {
 
     #[test]
     fn render_parse_round_trip() {
-        let r = record();
-        assert_eq!(StateRecord::parse(&r.render()), Ok(r.clone()));
-        assert_eq!(r.mark_in(&codec().time), Mark { tick: 123_456_789, clock_back: 2 });
+        for exact in [false, true] {
+            let r = record(exact);
+            assert_eq!(parse(&r.render()), Ok(StateFile::Floor(r.clone())));
+            assert_eq!(r.mark.to_mark(&codec()), mark());
+        }
+        let unknown = render_unknown("pg_upgrade made this cluster");
+        assert_eq!(parse(&unknown), Ok(StateFile::Unknown { reason: "pg_upgrade made this cluster".into() }));
+    }
+
+    #[test]
+    fn a_version_1_file_still_reads() {
+        // As snowflake_id 0.2.0 wrote it.
+        let body = "# snowflake_id generator state. Written by the server; do not edit.\n\
+                    # No ID was issued at or after mark_unix_ms (in era clock_back).\n\
+                    version=1\nmark_unix_ms=1795338452245\nmark=2026-11-22 09:07:32.245+00\nclock_back=1\n\
+                    layout=timestamp:41,datacenter:5,worker:5,sequence:12\nepoch_unix_ms=1735689600000\n\
+                    tick_ms=1\ndatacenter_id=3\nworker_id=7\n";
+        let text = seal(body.to_string());
+        let StateFile::Floor(r) = parse(&text).unwrap() else { panic!("a floor") };
+        assert_eq!((r.mark.instant, r.mark.sequence, r.mark.clock_back), (UnixMillis(1_795_338_452_245), 0, 1));
+        assert_eq!((r.mark.wall, r.mark.sequence_bits, r.exact), (None, 12, false));
+        assert_eq!(r.node, Node { datacenter: 3, worker: 7 });
     }
 
     #[test]
     fn any_edit_is_noticed() {
-        let text = record().render();
+        let text = record(false).render();
         let edited = text.replace("clock_back=2", "clock_back=0");
-        assert_eq!(StateRecord::parse(&edited), Err("its checksum does not match its contents".into()));
-        assert!(StateRecord::parse(&text[..text.len() / 2]).is_err(), "a torn file");
-        assert!(StateRecord::parse("").is_err());
+        assert_eq!(parse(&edited), Err("its checksum does not match its contents".into()));
+        assert!(parse(&text[..text.len() / 2]).is_err(), "a torn file");
+        assert!(parse("").is_err());
         for i in 0..text.len() {
             let mut bytes = text.clone().into_bytes();
             bytes[i] ^= 0x01;
             if let Ok(s) = String::from_utf8(bytes) {
-                assert!(
-                    StateRecord::parse(&s).is_err() || s.trim_end() == text.trim_end(),
-                    "flip at {i} went unnoticed"
-                );
+                assert!(parse(&s).is_err() || s.trim_end() == text.trim_end(), "flip at {i} went unnoticed");
             }
         }
     }
 
     #[test]
     fn write_then_read() {
-        let path = scratch("rw");
-        assert!(read(&path).unwrap().is_none(), "no file is a first start");
-        write(&path, &record().render()).unwrap();
-        assert_eq!(read(&path).unwrap(), Some(record()));
+        let dir = Scratch::new("rw");
+        let path = dir.file();
+        assert!(read(&path).unwrap().is_none(), "no file");
+        write(&path, &record(false).render(), 0o600).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Floor(record(false))));
         assert!(!temp_path(&path).exists());
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        // A cluster with group access (initdb --allow-group-access) gets 0640,
+        // as far as the process umask allows.
+        write(&path, &record(true).render(), 0o640).unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o600, 0o600);
+        assert_eq!(mode & 0o137, 0, "never more than group read");
+    }
+
+    #[test]
+    fn a_link_left_under_the_temporary_name_is_not_followed() {
+        let dir = Scratch::new("link");
+        let path = dir.file();
+        let victim = dir.0.join("victim");
+        fs::write(&victim, "untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, temp_path(&path)).unwrap();
+        write(&path, &record(false).render(), 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched");
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Floor(record(false))));
+        // A stale temporary file from a crash is replaced, not appended to.
+        fs::write(temp_path(&path), "stale and longer than anything we write ".repeat(40)).unwrap();
+        write(&path, &record(true).render(), 0o600).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Floor(record(true))));
     }
 
     #[test]
     fn corrupt_and_unreadable_files_are_errors() {
-        let path = scratch("bad");
+        let dir = Scratch::new("bad");
+        let path = dir.file();
         fs::write(&path, "garbage").unwrap();
         assert!(matches!(read(&path), Err(StateFileError::Corrupt(_))));
         fs::write(&path, [0xff, 0xfe]).unwrap();
@@ -243,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_changed_setting_is_named() {
-        let r = record();
+        let r = record(false);
         assert!(r.changed_settings(&codec(), r.node).is_empty());
         let moved = r.changed_settings(&codec(), Node { datacenter: 3, worker: 18 });
         assert_eq!(moved, vec!["snowflake_id.worker_id (17 → 18)".to_string()]);

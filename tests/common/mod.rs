@@ -87,6 +87,52 @@ fn free_port() -> u16 {
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
+/// A new, empty directory for one cluster, owned by the server user. Short:
+/// it also holds the Unix socket.
+fn cluster_dir() -> PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let dir = PathBuf::from(format!("/tmp/sf{}-{n}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    if running_as_root() {
+        let ok = Command::new("chown").args(["postgres:postgres"]).arg(&dir).status().unwrap().success();
+        assert!(ok, "chown {dir:?}");
+    }
+    dir
+}
+
+/// Builds a small C library from `source` against the installation under test
+/// and installs it as `name` into its library directory: a stand-in for
+/// another extension (one that registers a WAL resource manager, or defines
+/// settings as pgEdge's snowflake does).
+pub fn install_c_library(name: &str, source: &str) {
+    let config = |arg: &str| {
+        let out = Command::new(pg_config()).arg(arg).output().expect("pg_config runs");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let dir = std::env::temp_dir().join(format!("sflib-{}-{name}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let c_file = dir.join(format!("{name}.c"));
+    let so_file = dir.join(format!("{name}.so"));
+    fs::write(&c_file, source).unwrap();
+    let out = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&so_file)
+        .arg(format!("-I{}", config("--includedir-server")))
+        .arg(&c_file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "gcc {name}: {}", String::from_utf8_lossy(&out.stderr));
+    let dest = PathBuf::from(config("--pkglibdir"));
+    let mut install = if running_as_root() { Command::new("install") } else { Command::new("sudo") };
+    if !running_as_root() {
+        install.args(["-n", "install"]);
+    }
+    let ok = install.args(["-m", "755"]).arg(&so_file).arg(&dest).status().unwrap().success();
+    assert!(ok, "install {name}.so into {}", dest.display());
+    let _ = fs::remove_dir_all(&dir);
+}
+
 /// A clock file libfaketime re-reads every second or two, so a test can step the
 /// server's wall clock while it runs. (Re-reading it on every call, with
 /// FAKETIME_NO_CACHE, deadlocks: PostgreSQL's SIGALRM handler reads the time,
@@ -137,15 +183,7 @@ impl Cluster {
     }
 
     fn build(name: &str, preload: bool, settings: &[&str], fake_clock: bool) -> Cluster {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        // Short: the directory also holds the Unix socket.
-        let dir = PathBuf::from(format!("/tmp/sf{}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        if running_as_root() {
-            let ok = Command::new("chown").args(["postgres:postgres"]).arg(&dir).status().unwrap().success();
-            assert!(ok, "chown {dir:?}");
-        }
+        let dir = cluster_dir();
         let data = dir.join("data");
         let bin = bindir();
         let out = as_server_user(&bin.join("initdb"))
@@ -180,17 +218,32 @@ impl Cluster {
     /// A physical standby of `primary`, from a base backup, with `settings`
     /// appended. Not started.
     pub fn standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let dir = PathBuf::from(format!("/tmp/sf{}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        if running_as_root() {
-            assert!(Command::new("chown").args(["postgres:postgres"]).arg(&dir).status().unwrap().success());
-        }
+        Self::copy_of(primary, name, settings, true, false)
+    }
+
+    /// A standby whose clock the test can step (through libfaketime) apart
+    /// from its primary's.
+    pub fn standby_with_fake_clock(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        Self::copy_of(primary, name, settings, true, true)
+    }
+
+    /// A base backup of `primary` (pg_basebackup, WAL streamed into it) as a
+    /// cluster of its own, not configured for recovery. Not started.
+    pub fn base_backup_of(primary: &Cluster, name: &str) -> Cluster {
+        Self::copy_of(primary, name, &[], false, false)
+    }
+
+    fn copy_of(primary: &Cluster, name: &str, settings: &[&str], standby: bool, fake_clock: bool) -> Cluster {
+        let dir = cluster_dir();
         let data = dir.join("data");
         let bin = bindir();
+        let mut args = vec!["-h", "127.0.0.1", "-U", "postgres", "-X", "stream", "-D"];
+        if standby {
+            args.insert(0, "-R");
+        }
         let out = as_server_user(&bin.join("pg_basebackup"))
-            .args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres", "-R", "-X", "stream", "-D"])
+            .args(["-p", &primary.port.to_string()])
+            .args(args)
             .arg(&data)
             .output()
             .unwrap();
@@ -201,9 +254,85 @@ impl Cluster {
             conf.push_str(s);
             conf.push('\n');
         }
-        let standby = Cluster { dir, data, port, bin, clock: None };
-        standby.append_conf(&conf);
-        standby
+        let clock = fake_clock.then(|| {
+            let c = FakeClock { file: dir.join("faketime.rc") };
+            c.write(0);
+            c
+        });
+        let copy = Cluster { dir, data, port, bin, clock };
+        copy.append_conf(&conf);
+        copy
+    }
+
+    /// Stops the server without a shutdown checkpoint, as a crash would.
+    pub fn stop_immediate(&self) {
+        let out = self.pg_ctl().args(["stop", "-w", "-m", "immediate", "-D"]).arg(&self.data).output().unwrap();
+        assert!(out.status.success(), "stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Waits until this standby has replayed everything `primary` has written so far.
+    pub fn wait_for_replay_of(&self, primary: &Cluster) {
+        let target: String =
+            primary.connect().query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).unwrap().get(0);
+        let mut s = self.connect();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let done: bool = s
+                .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&target])
+                .unwrap()
+                .get(0);
+            if done {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the standby did not replay up to {target}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the server is out of recovery (after promotion or a
+    /// point-in-time recovery that ends by promoting).
+    pub fn wait_until_writable(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let in_recovery: bool = self.connect().query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
+            if !in_recovery {
+                return;
+            }
+            assert!(Instant::now() < deadline, "still in recovery:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Upgrades this (stopped) cluster with pg_upgrade into a new one with the
+    /// same settings plus `settings`; `mode` holds pg_upgrade's mode option
+    /// (`--link`, or none for a copy). The new cluster is not started. On
+    /// failure returns pg_upgrade's output.
+    pub fn pg_upgrade(&self, name: &str, settings: &[&str], mode: &[&str]) -> Result<Cluster, String> {
+        let new = Cluster::new(name, settings);
+        let out = as_server_user(&self.bin.join("pg_upgrade"))
+            .current_dir(&new.dir)
+            .args(mode)
+            .args(["-U", "postgres", "-b"])
+            .arg(&self.bin)
+            .arg("-B")
+            .arg(&new.bin)
+            .arg("-d")
+            .arg(&self.data)
+            .arg("-D")
+            .arg(&new.data)
+            .args(["-p", &free_port().to_string(), "-P", &free_port().to_string()])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(new)
+        } else {
+            Err(format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+
+    /// One value from a query in the postgres database.
+    pub fn one<T: for<'a> postgres::types::FromSql<'a>>(&self, sql: &str) -> T {
+        self.connect().query_one(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
     }
 
     /// Promotes a standby and waits until it accepts writes.

@@ -1,5 +1,4 @@
 use std::collections::HashSet;
-use std::convert::Infallible;
 
 use proptest::prelude::*;
 
@@ -13,189 +12,347 @@ fn template(spec: &str) -> IdTemplate {
     codec.template(Node { datacenter: 1, worker: 2 })
 }
 
-fn ok(_: Mark) -> Result<(), Infallible> {
-    Ok(())
+/// A caller that writes every mark it is asked for at once, as the PostgreSQL
+/// layer does when nothing fails, and keeps the last durable one.
+struct Caller {
+    g: Generator,
+    written: Vec<Mark>,
 }
 
-/// Issues `want` IDs at wall tick `now` and returns them.
-fn take(g: &mut Generator, now: i64, want: u64, drift: u64) -> Vec<i64> {
-    g.reserve(now, want, drift, ok).expect("issued").collect()
+impl Caller {
+    fn new(spec: &str, window: u64) -> Caller {
+        Caller { g: Generator::new(template(spec), window, None).unwrap(), written: Vec::new() }
+    }
+
+    fn take(&mut self, now: i64, want: u64, drift: u64) -> Result<Vec<i64>, Refusal> {
+        loop {
+            match self.g.reserve(now, want, drift) {
+                Ok(grant) => {
+                    let durable = self.g.mark();
+                    assert!(grant.block.first + grant.block.len <= durable.position, "only below the durable mark");
+                    let ids: Vec<i64> = grant.block.collect();
+                    if let Some(m) = grant.renew {
+                        self.write(m);
+                    }
+                    return Ok(ids);
+                }
+                Err(Refusal::NeedMark(m)) => self.write(m),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn ids(&mut self, now: i64, want: u64, drift: u64) -> Vec<i64> {
+        self.take(now, want, drift).expect("issued")
+    }
+
+    fn write(&mut self, m: Mark) {
+        self.written.push(m);
+        self.g.mark_written(m);
+    }
+
+    fn durable(&self) -> Option<Mark> {
+        self.written.last().copied()
+    }
 }
 
 const SMALL: &str = "timestamp:30,worker:3,sequence:2"; // 4 IDs per tick
 
 #[test]
-fn a_fresh_generator_starts_at_the_wall_clock() {
+fn a_fresh_generator_starts_at_the_wall_clock_once_its_first_mark_is_durable() {
     let t = template(SMALL);
     let mut g = Generator::new(t, 10, None).unwrap();
-    let ids = take(&mut g, 100, 1, 0);
-    assert_eq!(ids, vec![t.encode(t.position(100), 0)]);
+    let Err(Refusal::NeedMark(m)) = g.reserve(100, 1, 0) else { panic!("a first mark is needed") };
+    assert_eq!(m, Mark { position: t.position(100) + 1 + t.position(10), clock_back: 0, wall: Some(100) });
+    assert_eq!(g.stats().ids_issued, 0, "nothing issued before the mark is durable");
+    g.mark_written(m);
+    let grant = g.reserve(100, 1, 0).unwrap();
+    assert_eq!(grant.block.collect::<Vec<_>>(), vec![t.encode(t.position(100), 0)]);
+    assert_eq!(grant.renew, None, "far from the mark, no renewal yet");
     assert_eq!(g.stats().ids_issued, 1);
 }
 
 #[test]
 fn a_used_up_tick_borrows_the_next_within_the_drift_bound() {
-    let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    let ids = take(&mut g, 100, 6, 5);
+    let mut c = Caller::new(SMALL, 10);
+    let ids = c.ids(100, 6, 5);
     assert_eq!(ids.len(), 6);
-    assert_eq!(t.tick_of(g.next - 1), 101);
-    assert_eq!(g.stats().sequence_exhaustions, 1);
-    assert_eq!(g.stats().ticks_borrowed, 1);
-    assert_eq!(g.drift(100), 1);
+    assert_eq!(c.g.template().tick_of(c.g.next - 1), 101);
+    assert_eq!(c.g.stats().sequence_exhaustions, 1);
+    assert_eq!(c.g.stats().ticks_borrowed, 1);
+    assert_eq!(c.g.drift(100), 1);
     // With no drift allowed, the caller must wait for tick 102.
-    take(&mut g, 100, 2, 5);
-    assert_eq!(g.reserve(100, 1, 1, ok), Err(Refusal::Wait { until: 101 }));
-    assert_eq!(g.reserve(100, 1, 0, ok), Err(Refusal::Wait { until: 102 }));
+    c.ids(100, 2, 5);
+    assert_eq!(c.take(100, 1, 1), Err(Refusal::Wait { until: 101, at_mark: false }));
+    assert_eq!(c.take(100, 1, 0), Err(Refusal::Wait { until: 102, at_mark: false }));
 }
 
 #[test]
 fn a_block_stops_at_the_drift_bound() {
+    let mut c = Caller::new(SMALL, 10);
+    let ids = c.ids(100, 1000, 2);
+    assert_eq!(ids.len(), 12); // ticks 100, 101, 102
+}
+
+#[test]
+fn a_block_stops_at_the_durable_mark_and_asks_for_the_rest() {
     let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    let block = g.reserve(100, 1000, 2, ok).unwrap();
-    assert_eq!(block.len(), 12); // ticks 100, 101, 102
-    assert_eq!(block.last_tick(), 102);
+    let mut g = Generator::new(t, 10, Some(Mark { position: t.position(105), clock_back: 0, wall: Some(100) })).unwrap();
+    // Positions 100..105 of the old mark count as issued; nothing at or above 105.
+    let Err(Refusal::NeedMark(m)) = g.reserve(100, 100, 1000) else { panic!() };
+    assert_eq!(m.position, t.position(105) + 100 + t.position(10), "the mark covers the whole block wanted");
+    g.mark_written(Mark { position: t.position(107), ..m });
+    let grant = g.reserve(100, 100, 1000).unwrap();
+    assert_eq!(grant.block.len(), 8, "up to the durable mark");
+    assert_eq!(grant.renew, Some(m), "and a renewal for the rest");
+    g.mark_written(m);
+    assert_eq!(g.reserve(100, 92, 1000).unwrap().block.len(), 92);
 }
 
 #[test]
 fn a_step_back_within_the_bound_keeps_going_on_the_last_tick() {
-    let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    let before = take(&mut g, 1000, 1, 100);
-    let after = take(&mut g, 950, 1, 100);
+    let mut c = Caller::new(SMALL, 10);
+    let before = c.ids(1000, 1, 100);
+    let after = c.ids(950, 1, 100);
     assert!(after[0] > before[0]);
-    assert_eq!(t.tick_of(g.next - 1), 1000);
-    assert_eq!(g.stats().clock_step_backs, 1);
-    assert_eq!(g.stats().largest_step_back, 50);
-    assert_eq!(g.drift(950), 50);
+    assert_eq!(c.g.template().tick_of(c.g.next - 1), 1000);
+    assert_eq!(c.g.stats().clock_step_backs, 1);
+    assert_eq!(c.g.stats().largest_step_back, 50);
+    assert_eq!(c.g.drift(950), 50);
 }
 
 #[test]
 fn a_step_back_beyond_the_bound_waits_for_the_clock() {
-    let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    take(&mut g, 1000, 1, 100);
-    assert_eq!(g.reserve(800, 1, 100, ok), Err(Refusal::Wait { until: 900 }));
-    assert_eq!(g.stats().ids_issued, 1);
-    assert!(!take(&mut g, 900, 1, 100).is_empty());
+    let mut c = Caller::new(SMALL, 10);
+    c.ids(1000, 1, 100);
+    assert_eq!(c.take(800, 1, 100), Err(Refusal::Wait { until: 900, at_mark: false }));
+    assert_eq!(c.g.stats().ids_issued, 1);
+    assert!(!c.ids(900, 1, 100).is_empty());
 }
 
 #[test]
-fn the_mark_is_written_before_issuing_beyond_it_and_at_most_once_per_window() {
-    let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    let mut written = Vec::new();
-    for now in 100..200 {
-        let block = g
-            .reserve(now, 1, 0, |m: Mark| {
-                written.push(m);
-                Ok::<(), Infallible>(())
-            })
-            .unwrap();
-        assert!(block.last_tick() < written.last().unwrap().tick);
+fn marks_are_renewed_before_they_are_reached_about_once_per_window() {
+    let mut c = Caller::new(SMALL, 10);
+    let mut needed = 0;
+    for now in 100..400 {
+        loop {
+            match c.g.reserve(now, 1, 0) {
+                Ok(grant) => {
+                    if let Some(m) = grant.renew {
+                        c.write(m);
+                    }
+                    break;
+                }
+                Err(Refusal::NeedMark(m)) => {
+                    needed += 1;
+                    c.write(m);
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
     }
-    assert_eq!(written.len(), 10);
-    assert_eq!(written[0], Mark { tick: 110, clock_back: 0 });
-    assert_eq!(g.stats().marks_written, 10);
+    assert_eq!(needed, 1, "under steady load only the first call waits for a mark");
+    // A mark reaches 10 ticks ahead and is renewed a quarter window before it is reached.
+    let writes = c.written.len();
+    assert!((38..=42).contains(&writes), "{writes} writes in 300 ticks");
+    assert_eq!(c.g.stats().marks_written, writes as u64);
 }
 
 #[test]
-fn a_failed_write_issues_nothing() {
+fn one_renewal_at_a_time_and_a_failed_one_is_asked_for_again() {
     let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    take(&mut g, 100, 1, 0);
-    let before = g.next;
-    assert_eq!(g.reserve(200, 1, 0, |_| Err("disk full")), Err(Refusal::Persist("disk full")));
-    assert_eq!((g.next, g.mark, g.stats().ids_issued), (before, 110, 1));
+    let mut c = Caller::new(SMALL, 10);
+    c.ids(100, 1, 0);
+    // Come close to the durable mark: the renewal is handed to one caller only.
+    let durable_tick = t.tick_of(c.g.mark().position);
+    let first = c.g.reserve(durable_tick as i64 - 2, 1, 0).unwrap();
+    assert!(first.renew.is_some());
+    assert_eq!(c.g.reserve(durable_tick as i64 - 2, 1, 0).unwrap().renew, None, "already being written");
+    c.g.mark_failed();
+    let again = c.g.reserve(durable_tick as i64 - 2, 1, 0).unwrap();
+    assert!(again.renew.is_some(), "asked for again after a failure");
+    // Without it, IDs stop at the mark: the caller must write one first.
+    let before = c.g.stats().ids_issued;
+    assert!(matches!(c.g.reserve(durable_tick as i64 + 1, 1, 0), Err(Refusal::NeedMark(_))));
+    assert_eq!(c.g.stats().ids_issued, before);
+}
+
+#[test]
+fn a_renewal_overtaken_by_a_larger_mark_changes_nothing() {
+    let mut c = Caller::new(SMALL, 10);
+    c.ids(100, 1, 0);
+    let big = Mark { position: c.g.mark().position + 1000, ..c.g.mark() };
+    let small = Mark { position: c.g.mark().position + 10, ..c.g.mark() };
+    c.g.mark_written(big);
+    assert!(c.g.covers(&small));
+    c.g.mark_written(small);
+    assert_eq!(c.g.mark().position, big.position);
 }
 
 #[test]
 fn a_restart_resumes_above_the_mark_whatever_the_clock_says() {
     let t = template(SMALL);
-    let mut durable = None;
-    let mut g = Generator::new(t, 10, None).unwrap();
+    let mut c = Caller::new(SMALL, 10);
     let mut before = Vec::new();
     for now in 1000..1005 {
-        before.extend(g.reserve(now, 3, 1_000_000, |m| Ok::<(), Infallible>(durable = Some(m))).unwrap());
+        before.extend(c.ids(now, 3, 1_000_000));
     }
     // The clock is an hour behind after the restart.
-    let mut g = Generator::new(t, 10, durable).unwrap();
-    let after = take(&mut g, 1000 - 3_600_000, 1, 10_000_000);
+    let mut r = Caller { g: Generator::new(t, 10, c.durable()).unwrap(), written: Vec::new() };
+    let after = r.ids(1000 - 3_600_000, 1, 10_000_000);
     assert!(after[0] > *before.iter().max().unwrap());
-    assert_eq!(g.stats().clock_step_backs, 1);
-    assert_eq!(g.stats().ticks_borrowed, 1);
-    assert_eq!(g.stats().sequence_exhaustions, 0);
+    assert_eq!(r.g.stats().clock_step_backs, 1, "the clock is below the reading the mark recorded");
+    assert_eq!(r.g.stats().sequence_exhaustions, 0);
+}
+
+#[test]
+fn a_resume_after_running_ahead_is_no_step_back() {
+    // clock_back mode with a small drift bound: the generator ran 8 ticks ahead
+    // of the clock, then the server restarted with the clock unchanged.
+    let t = template(WITH_CB);
+    let mut c = Caller::new(WITH_CB, 10);
+    c.ids(1000, 36, 8);
+    assert_eq!(c.g.drift(1000), 8);
+    let mut r = Caller { g: Generator::new(t, 10, c.durable()).unwrap(), written: Vec::new() };
+    // The mark lies ahead of the clock: the first call waits for it rather than
+    // starting a new era or counting a step back.
+    assert!(matches!(r.take(1001, 1, 8), Err(Refusal::Wait { at_mark: true, .. })));
+    assert_eq!((r.g.clock_back(), r.g.stats().clock_step_backs), (0, 0));
+    r.ids(1000 + 20, 1, 8);
+    assert_eq!((r.g.clock_back(), r.g.stats().clock_step_backs), (0, 0));
+}
+
+#[test]
+fn a_clean_shutdown_resumes_without_a_gap() {
+    let t = template(SMALL);
+    let mut c = Caller::new(SMALL, 10);
+    let last = *c.ids(500, 3, 0).last().unwrap();
+    let resume = c.g.resume_point();
+    assert_eq!(resume.position, t.position(500) + 3);
+    // With no drift allowed, the first call after the restart issues at once,
+    // in the same tick, right after the last ID.
+    let mut r = Caller { g: Generator::new(t, 10, Some(resume)).unwrap(), written: Vec::new() };
+    let first = r.ids(500, 1, 0);
+    assert_eq!(first, vec![t.encode(t.position(500) + 3, 0)]);
+    assert!(first[0] > last);
 }
 
 #[test]
 fn the_timestamp_field_runs_out_with_an_error_not_a_wrap() {
-    let t = template("timestamp:4,sequence:2");
-    let mut g = Generator::new(t, 1, None).unwrap();
-    assert_eq!(take(&mut g, 15, 4, 0).len(), 4);
-    assert_eq!(g.reserve(15, 1, 10, ok), Err(Refusal::TimestampExhausted));
-    assert_eq!(g.reserve(16, 1, 0, ok), Err(Refusal::TimestampExhausted));
-    let mut fresh = Generator::new(t, 1, None).unwrap();
-    assert_eq!(fresh.reserve(1 << 40, 1, 0, ok), Err(Refusal::TimestampExhausted));
+    let mut c = Caller::new("timestamp:4,sequence:2", 1);
+    assert_eq!(c.ids(15, 4, 0).len(), 4);
+    assert_eq!(c.take(15, 1, 10), Err(Refusal::TimestampExhausted));
+    assert_eq!(c.take(16, 1, 0), Err(Refusal::TimestampExhausted));
+    let mut fresh = Caller::new("timestamp:4,sequence:2", 1);
+    assert_eq!(fresh.take(1 << 40, 1, 0), Err(Refusal::TimestampExhausted));
+}
+
+#[test]
+fn an_exhausted_range_is_an_error_at_once_even_when_the_clock_is_behind() {
+    // The last tick is used up while the clock is still behind it: no wait can help.
+    let mut c = Caller::new("timestamp:4,sequence:2", 1);
+    c.ids(14, 8, 1);
+    assert_eq!(c.take(13, 1, 0), Err(Refusal::TimestampExhausted));
 }
 
 #[test]
 fn a_clock_before_the_epoch_waits() {
-    let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    assert_eq!(g.reserve(-50, 1, 10, ok), Err(Refusal::Wait { until: -10 }));
+    let mut c = Caller::new(SMALL, 10);
+    assert_eq!(c.take(-50, 1, 10), Err(Refusal::Wait { until: -10, at_mark: false }));
 }
 
 const WITH_CB: &str = "clock_back:2,timestamp:30,worker:3,sequence:2";
 
 #[test]
-fn clock_back_mode_starts_a_new_era_at_the_wall_clock() {
+fn clock_back_mode_starts_a_new_era_at_the_wall_clock_once_its_mark_is_durable() {
     let t = template(WITH_CB);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    let mut written = Vec::new();
-    let mut persist = |m: Mark| {
-        written.push(m);
-        Ok::<(), Infallible>(())
-    };
-    let before = g.reserve(1000, 1, 5, &mut persist).unwrap().next().unwrap();
-    let after = g.reserve(500, 1, 5, &mut persist).unwrap().next().unwrap();
-    assert_eq!(g.clock_back(), 1);
-    assert_eq!(t.tick_of(g.next - 1), 500);
+    let mut c = Caller::new(WITH_CB, 10);
+    let before = c.ids(1000, 1, 5)[0];
+    let Err(Refusal::NeedMark(m)) = c.g.reserve(500, 1, 5) else { panic!("a new era needs its mark") };
+    assert_eq!(m, Mark { position: t.position(510), clock_back: 1, wall: Some(500) });
+    assert_eq!(c.g.clock_back(), 0, "not before the mark is durable");
+    c.write(m);
+    let after = c.ids(500, 1, 5)[0];
+    assert_eq!(c.g.clock_back(), 1);
+    assert_eq!(t.tick_of(c.g.next - 1), 500);
     assert!(after > before, "clock_back above the timestamp keeps IDs increasing");
-    assert_eq!(written.last(), Some(&Mark { tick: 510, clock_back: 1 }));
 }
 
 #[test]
 fn clock_back_mode_still_waits_when_it_merely_ran_ahead() {
-    let t = template(WITH_CB);
-    let mut g = Generator::new(t, 10, None).unwrap();
-    take(&mut g, 1000, 4, 0);
-    assert_eq!(g.reserve(1000, 1, 0, ok), Err(Refusal::Wait { until: 1001 }));
-    assert_eq!(g.clock_back(), 0);
+    let mut c = Caller::new(WITH_CB, 10);
+    c.ids(1000, 4, 0);
+    assert_eq!(c.take(1000, 1, 0), Err(Refusal::Wait { until: 1001, at_mark: false }));
+    assert_eq!(c.g.clock_back(), 0);
 }
 
 #[test]
 fn clock_back_mode_errors_when_the_counter_would_wrap() {
     let t = template(WITH_CB);
-    let mut g = Generator::new(t, 10, Some(Mark { tick: 1000, clock_back: 3 })).unwrap();
-    assert_eq!(g.reserve(10, 1, 5, ok), Err(Refusal::ClockBackExhausted));
-    assert_eq!(
-        Generator::new(t, 10, Some(Mark { tick: 1, clock_back: 4 })).err(),
-        Some(ClockBackOutOfRange { recorded: 4, max: 3 })
-    );
-    assert!(Generator::new(template(SMALL), 10, Some(Mark { tick: 1, clock_back: 1 })).is_err());
+    let g = Generator::new(t, 10, Some(Mark { position: t.position(1000), clock_back: 3, wall: Some(1000) }));
+    let mut c = Caller { g: g.unwrap(), written: Vec::new() };
+    assert_eq!(c.take(10, 1, 5), Err(Refusal::ClockBackExhausted));
+    let resume = |clock_back| Some(Mark { position: 1, clock_back, wall: None });
+    assert_eq!(Generator::new(t, 10, resume(4)).err(), Some(ClockBackOutOfRange { recorded: 4, max: 3 }));
+    assert!(Generator::new(template(SMALL), 10, resume(1)).is_err());
 }
 
-// ---- Property tests: random clocks, crashes and restarts ------------------------------
+#[test]
+fn a_replayed_mark_raises_the_floor_of_a_standby() {
+    let t = template(SMALL);
+    // The primary issues IDs under marks; the standby starts from an older
+    // mark (its base backup) and replays the later ones from WAL.
+    let mut primary = Caller::new(SMALL, 10);
+    primary.ids(1000, 1, 1_000_000);
+    let base = primary.durable();
+    let mut issued = Vec::new();
+    for now in 1000..1100 {
+        issued.extend(primary.ids(now, 50, 1_000_000));
+    }
+    let mut standby = Generator::new(t, 10, base).unwrap();
+    for m in &primary.written {
+        standby.raise_floor(*m).unwrap();
+    }
+    let (s, p) = (standby.mark(), primary.g.mark());
+    assert_eq!((s.position, s.clock_back), (p.position, p.clock_back));
+    assert!(standby.stats().marks_replayed > 0);
+    // Promoted with its clock two seconds behind, it continues above them all.
+    let mut promoted = Caller { g: standby, written: Vec::new() };
+    let next = promoted.ids(1000 - 2000, 1, 1_000_000)[0];
+    assert!(next > *issued.iter().max().unwrap());
+    // An older or equal mark changes nothing; one of an era the layout lacks is refused.
+    let before = promoted.g.mark();
+    assert_eq!(promoted.g.raise_floor(primary.written[0]), Ok(false));
+    assert_eq!(promoted.g.mark(), before);
+    assert!(promoted.g.raise_floor(Mark { position: 0, clock_back: 1, wall: None }).is_err());
+}
+
+#[test]
+fn a_replayed_mark_of_a_later_era_switches_the_standby_to_it() {
+    let t = template(WITH_CB);
+    let mut standby = Generator::new(t, 10, None).unwrap();
+    standby.raise_floor(Mark { position: t.position(510), clock_back: 1, wall: Some(500) }).unwrap();
+    assert_eq!(standby.clock_back(), 1);
+    let mut promoted = Caller { g: standby, written: Vec::new() };
+    let id = promoted.ids(505, 1, 100)[0];
+    let d = Codec::new(Layout::parse(WITH_CB).unwrap(), TimeBase::new(UnixMillis(0), 1).unwrap()).decode(id).unwrap();
+    assert_eq!((d.clock_back, d.tick), (Some(1), 510), "above everything the primary may have issued in era 1");
+}
+
+// ---- Property tests: random clocks, crashes, restarts and failovers -------------------
 
 #[derive(Clone, Debug)]
 enum Step {
     /// Move the wall clock by this many ticks (back, stuck or forward), then take IDs.
     Take { clock_moves: i64, want: u64 },
-    /// The server restarts (or a backend crash resets shared memory):
-    /// only the durable mark survives.
-    Restart,
-    /// The next durable write fails.
+    /// Renewals handed out so far are written (or fail, after FailNextWrite).
+    WriteRenewals,
+    /// The server crashes: renewals not yet written are lost; the state file
+    /// holds the mark `lag` writes before the last, and WAL redo replays the rest.
+    Crash { lag: usize },
+    /// A clean shutdown records the exact resume point.
+    CleanRestart,
+    /// The next write fails.
     FailNextWrite,
 }
 
@@ -203,7 +360,9 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => (prop_oneof![Just(0i64), -3i64..4, -5_000i64..5_000, -10_000_000i64..10_000_000], 1u64..20)
             .prop_map(|(clock_moves, want)| Step::Take { clock_moves, want }),
-        1 => Just(Step::Restart),
+        2 => Just(Step::WriteRenewals),
+        1 => (0usize..4).prop_map(|lag| Step::Crash { lag }),
+        1 => Just(Step::CleanRestart),
         1 => Just(Step::FailNextWrite),
     ]
 }
@@ -211,38 +370,70 @@ fn step() -> impl Strategy<Value = Step> {
 /// Runs the steps and returns every ID issued, in order, with its era.
 fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
     let t = template(spec);
-    let mut durable: Option<Mark> = None;
-    let mut g = Generator::new(t, window, durable).unwrap();
+    let mut g = Generator::new(t, window, None).unwrap();
+    let mut durable: Vec<Mark> = Vec::new();
+    let mut renewals: Vec<Mark> = Vec::new();
     let mut now: i64 = 1 << 24;
     let mut fail_next = false;
     let mut issued = Vec::new();
+    // Writes a mark unless it is already covered; false when the write fails.
+    fn write(g: &mut Generator, durable: &mut Vec<Mark>, fail_next: &mut bool, m: Mark) -> bool {
+        if g.covers(&m) {
+            return true;
+        }
+        if std::mem::take(fail_next) {
+            return false;
+        }
+        durable.push(m);
+        g.mark_written(m);
+        true
+    }
     for s in steps {
         match *s {
-            Step::Restart => g = Generator::new(t, window, durable).unwrap(),
+            Step::Crash { lag } => {
+                renewals.clear();
+                let file = durable.len().checked_sub(lag + 1).map(|i| durable[i]);
+                g = Generator::new(t, window, file).unwrap();
+                for m in &durable[durable.len().saturating_sub(lag)..] {
+                    g.raise_floor(*m).unwrap();
+                }
+            }
+            Step::CleanRestart => {
+                for m in std::mem::take(&mut renewals) {
+                    write(&mut g, &mut durable, &mut false, m);
+                }
+                let resume = g.resume_point();
+                g = Generator::new(t, window, Some(resume)).unwrap();
+            }
             Step::FailNextWrite => fail_next = true,
+            Step::WriteRenewals => {
+                for m in std::mem::take(&mut renewals) {
+                    if !write(&mut g, &mut durable, &mut fail_next, m) {
+                        g.mark_failed();
+                    }
+                }
+            }
             Step::Take { clock_moves, want } => {
                 now = (now + clock_moves).clamp(-100, 1 << 29);
-                let mut waited = 0;
+                let mut attempts = 0;
                 loop {
-                    let persist = |m: Mark| {
-                        if std::mem::take(&mut fail_next) {
-                            return Err(());
-                        }
-                        durable = Some(m);
-                        Ok(())
-                    };
-                    match g.reserve(now, want, drift, persist) {
-                        Ok(block) => {
-                            issued.extend(block.map(|id| (g.clock_back(), id)));
+                    attempts += 1;
+                    assert!(attempts < 10, "a call settles within a few attempts");
+                    match g.reserve(now, want, drift) {
+                        Ok(grant) => {
+                            issued.extend(grant.block.map(|id| (g.clock_back(), id)));
+                            renewals.extend(grant.renew);
                             break;
                         }
-                        Err(Refusal::Persist(())) => {}
+                        Err(Refusal::NeedMark(m)) => {
+                            if !write(&mut g, &mut durable, &mut fail_next, m) {
+                                break; // the caller gets an error
+                            }
+                        }
                         // The caller sleeps until the wall clock gets there.
-                        Err(Refusal::Wait { until }) => {
+                        Err(Refusal::Wait { until, .. }) => {
                             assert!(until > now, "a wait must be for a later tick");
                             now = until;
-                            waited += 1;
-                            assert!(waited < 3, "one wait reaches the allowed tick");
                         }
                         Err(Refusal::TimestampExhausted | Refusal::ClockBackExhausted) => break,
                     }
@@ -283,15 +474,41 @@ proptest! {
     }
 
     #[test]
+    fn restarts_without_a_clock_change_never_start_an_era(takes in proptest::collection::vec((1u64..40, 0u64..3), 1..60),
+                                                         drift in 0u64..20, window in 1u64..50) {
+        // The clock only moves forward; restarts (clean or crashes) come and go.
+        let t = template(WITH_CB);
+        let mut c = Caller { g: Generator::new(t, window, None).unwrap(), written: Vec::new() };
+        let mut now = 10_000i64;
+        for (want, event) in takes {
+            now += 1;
+            match event {
+                1 => c.g = Generator::new(t, window, c.durable()).unwrap(),
+                2 => c.g = Generator::new(t, window, Some(c.g.resume_point())).unwrap(),
+                _ => {}
+            }
+            loop {
+                match c.take(now, want, drift) {
+                    Ok(_) => break,
+                    Err(Refusal::Wait { until, .. }) => now = until,
+                    Err(e) => prop_assert!(false, "{e:?}"),
+                }
+            }
+            prop_assert_eq!(c.g.clock_back(), 0);
+            prop_assert_eq!(c.g.stats().clock_step_backs, 0);
+        }
+    }
+
+    #[test]
     fn ids_stay_within_the_drift_bound(moves in proptest::collection::vec(-50i64..50, 1..200),
                                        drift in 0u64..20) {
-        let t = template(SMALL);
-        let mut g = Generator::new(t, 10, None).unwrap();
+        let mut c = Caller::new(SMALL, 10);
         let mut now = 10_000;
         for m in moves {
             now += m;
-            if let Ok(block) = g.reserve(now, 3, drift, ok) {
-                prop_assert!(block.last_tick() as i64 <= now + drift as i64);
+            if let Ok(ids) = c.take(now, 3, drift) {
+                let last = *ids.last().unwrap() as u64 >> 5;
+                prop_assert!(last as i64 <= now + drift as i64);
             }
         }
     }
