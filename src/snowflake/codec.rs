@@ -246,6 +246,15 @@ mod tests {
     }
 
     #[test]
+    fn a_pgedge_id_from_a_running_server() {
+        // snowflake.nextval() of pgEdge's extension on node 3.
+        let c = codec("pgedge");
+        let d = c.decode(515_151_347_297_825_490).unwrap();
+        assert_eq!(c.instant_of(d.tick).unwrap().to_string(), "2026-11-22 13:07:32.245+00");
+        assert_eq!((d.datacenter, d.worker, d.sequence, d.clock_back), (None, Some(3), 722, None));
+    }
+
+    #[test]
     fn stray_bits_and_negatives_are_refused() {
         let c = codec("timestamp:20,sequence:4");
         assert_eq!(c.decode(-1), Err(DecodeError::Negative));

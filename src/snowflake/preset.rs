@@ -14,7 +14,7 @@ pub struct Preset {
     pub note: &'static str,
 }
 
-pub const PRESETS: [Preset; 5] = [
+pub const PRESETS: [Preset; 6] = [
     Preset {
         name: "twitter",
         spec: "timestamp:41,datacenter:5,worker:5,sequence:12",
@@ -56,6 +56,15 @@ pub const PRESETS: [Preset; 5] = [
         epoch: UnixMillis(0),
         tick_ms: 1,
         note: "no node fields: one generating server per ID space",
+    },
+    Preset {
+        name: "pgedge",
+        // pgEdge's snowflake extension: 41 bits of milliseconds since 2023, a
+        // 10-bit node number (snowflake.node) and a 12-bit counter.
+        spec: "timestamp:41,worker:10,sequence:12",
+        epoch: UnixMillis(1_672_531_200_000), // 2023-01-01 00:00:00+00
+        tick_ms: 1,
+        note: "pgEdge's snowflake extension: its node is the worker, its counter the sequence",
     },
 ];
 
@@ -108,6 +117,7 @@ mod tests {
             ("discord", "2015-01-01"),
             ("sonyflake", "2014-09-01"),
             ("mastodon", "1970-01-01"),
+            ("pgedge", "2023-01-01"),
         ];
         for (name, date) in want {
             assert_eq!(Ok(find(name).unwrap().epoch), parse_instant(date), "{name}");
