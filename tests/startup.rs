@@ -73,6 +73,11 @@ fn bad_identity_settings_stop_the_server() {
         ("snowflake_id.worker_id = 32", "\"snowflake_id.worker_id\": \"32\""),
         ("snowflake_id.worker_id = -1", "\"snowflake_id.worker_id\": \"-1\""),
         ("snowflake_id.worker_id = 'two'", "\"snowflake_id.worker_id\": \"two\""),
+        // PostgreSQL would read these as 8, 31, 8 and 7 (octal, hex, rounded, a unit).
+        ("snowflake_id.worker_id = 010", "\"snowflake_id.worker_id\": \"010\""),
+        ("snowflake_id.worker_id = 0x1f", "\"snowflake_id.worker_id\": \"0x1f\""),
+        ("snowflake_id.datacenter_id = 7.5", "\"snowflake_id.datacenter_id\": \"7.5\""),
+        ("snowflake_id.tick_ms = '7ms'", "\"snowflake_id.tick_ms\": \"7ms\""),
         ("snowflake_id.datacenter_id = 99999999999", "\"snowflake_id.datacenter_id\": \"99999999999\""),
         ("snowflake_id.layout = 'timestamp:41,shard:10,sequence:12'", "\"snowflake_id.layout\""),
         ("snowflake_id.layout = 'timestamp:42,datacenter:5,worker:5,sequence:12'", "\"snowflake_id.layout\""),
@@ -97,6 +102,10 @@ fn bad_identity_settings_stop_the_server() {
         let fatal = format!("FATAL:  invalid value for parameter {named}");
         assert!(log.contains(&fatal), "{settings:?}: no {fatal:?} in\n{log}");
         assert!(log.contains("DETAIL:  ") && log.contains("HINT:  "), "{settings:?}: no detail or hint in\n{log}");
+        if ["= 010", "= 0x1f", "= 7.5", "= '7ms'"].iter().any(|v| settings.ends_with(v)) {
+            assert!(log.contains("written in decimal digits, such as 7"), "{settings:?}:\n{log}");
+            assert!(!log.contains("WARNING:"), "no PostgreSQL warning before the refusal:\n{log}");
+        }
     }
     // And with the last case removed, the server starts.
     c.write_data_file("case.conf", b"snowflake_id.worker_id = 31\n");

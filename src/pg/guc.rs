@@ -8,14 +8,15 @@
 //! rejected extension setting is a WARNING and the built-in default, which for
 //! a worker number would silently make this server collide with another.
 
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::raise;
-use crate::snowflake::config::{Config, ConfigError, Settings};
+use crate::snowflake::config::{self, Config, ConfigError, Settings};
+use crate::snowflake::layout::Field;
 
 pub const DEFAULT_LAYOUT: &CStr = c"timestamp:41,datacenter:5,worker:5,sequence:12";
 pub const DEFAULT_EPOCH: &CStr = c"2025-01-01 00:00:00+00";
@@ -46,6 +47,7 @@ const RMGR_IDS: std::ops::RangeInclusive<i64> = 128..=255;
 pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
     // What the configuration says, read before the definitions replace the
     // placeholders, so that a value PostgreSQL rejects is not silently lost.
+    let raw_layout = raw_setting(LAYOUT_NAME);
     let raw_epoch = raw_setting(EPOCH_NAME);
     let raw_tick = raw_setting(TICK_MS_NAME);
     let raw_datacenter = raw_setting(DATACENTER_NAME);
@@ -53,26 +55,24 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
     let raw_rmgr_id = raw_setting(WAL_RMGR_ID_NAME);
 
     refuse_old_names();
-    define_identity_settings();
-    define_wal_setting();
-    define_runtime_settings();
-    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
+    // Numbers are read as written before PostgreSQL parses them, which would
+    // accept 010 (octal 8) or 0x1f, and warn about 7ms before our refusal.
+    let int = |name: &'static CStr, raw: &Option<String>| raw.as_deref().map(|text| parse_int(name, text));
+    let tick_ms = int(TICK_MS_NAME, &raw_tick);
+    let datacenter_id = int(DATACENTER_NAME, &raw_datacenter);
+    let worker_id = int(WORKER_NAME, &raw_worker);
+    let rmgr_id = int(WAL_RMGR_ID_NAME, &raw_rmgr_id);
 
-    let layout = string_value(&LAYOUT);
-    let epoch = raw_epoch.is_some().then(|| string_value(&EPOCH));
-    let int = |name: &'static CStr, raw: &Option<String>, setting: &GucSetting<i32>| match raw {
-        Some(text) => parse_int(name, text),
-        None => i64::from(setting.get()),
-    };
+    let default_layout = DEFAULT_LAYOUT.to_str().expect("ASCII");
     let settings = Settings {
-        layout: &layout,
-        epoch: epoch.as_deref(),
-        tick_ms: raw_tick.as_ref().map(|t| parse_int(TICK_MS_NAME, t)),
-        datacenter_id: int(DATACENTER_NAME, &raw_datacenter, &DATACENTER_ID),
-        worker_id: int(WORKER_NAME, &raw_worker, &WORKER_ID),
+        layout: raw_layout.as_deref().unwrap_or(default_layout),
+        epoch: raw_epoch.as_deref(),
+        tick_ms,
+        datacenter_id: datacenter_id.unwrap_or_else(|| i64::from(DATACENTER_ID.get())),
+        worker_id: worker_id.unwrap_or_else(|| i64::from(WORKER_ID.get())),
     };
     let config = Config::new(settings, now).unwrap_or_else(|e| refuse_to_start(e));
-    let rmgr_id = int(WAL_RMGR_ID_NAME, &raw_rmgr_id, &WAL_RMGR_ID);
+    let rmgr_id = rmgr_id.unwrap_or_else(|| i64::from(WAL_RMGR_ID.get()));
     if !RMGR_IDS.contains(&rmgr_id) {
         refuse_to_start(ConfigError {
             setting: static_name(WAL_RMGR_ID_NAME),
@@ -81,6 +81,13 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
             hint: "Choose an ID from 128 to 255 that no other library in shared_preload_libraries uses.".into(),
         });
     }
+
+    // Only valid values reach PostgreSQL's own parsing, which would otherwise
+    // warn and fall back to a default.
+    define_identity_settings();
+    define_wal_setting();
+    define_runtime_settings();
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 
     // A preset brings its own epoch and tick: show them in SHOW and pg_settings
     // as the defaults they are (as PostgreSQL does for wal_buffers = -1).
@@ -94,24 +101,35 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
 }
 
 fn define_identity_settings() {
-    GucRegistry::define_string_guc(
-        LAYOUT_NAME,
-        c"Bit layout of snowflake IDs: a preset or a list of fields.",
-        c"A preset (twitter, instagram, discord, sonyflake, mastodon) or fields from the high bits down, such as \
-          timestamp:41,datacenter:5,worker:5,sequence:12. Never change it for an ID space that already has IDs.",
-        &LAYOUT,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    GucRegistry::define_string_guc(
-        EPOCH_NAME,
-        c"Instant the timestamp field counts from.",
-        c"A timestamp with time zone (UTC if none is given) or a number of Unix milliseconds. \
-          Defaults to the preset's epoch, or 2025-01-01 00:00:00+00.",
-        &EPOCH,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    // Each is checked on its own when set after start (ALTER SYSTEM, a reload);
+    // at start all are checked together, and a bad value stops the server.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            LAYOUT_NAME,
+            c"Bit layout of snowflake IDs: a preset or a list of fields.",
+            c"A preset (twitter, instagram, discord, sonyflake, mastodon, pgedge) or fields from the high bits \
+              down, such as timestamp:41,datacenter:5,worker:5,sequence:12. Never change it for an ID space that \
+              already has IDs.",
+            &LAYOUT,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_layout),
+            None,
+            None,
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            EPOCH_NAME,
+            c"Instant the timestamp field counts from.",
+            c"A timestamp with time zone (UTC if none is given) or a number of Unix milliseconds. \
+              Defaults to the preset's epoch, or 2025-01-01 00:00:00+00.",
+            &EPOCH,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_epoch),
+            None,
+            None,
+        );
+    }
     GucRegistry::define_int_guc(
         TICK_MS_NAME,
         c"Length of one tick of the timestamp field, in milliseconds.",
@@ -122,26 +140,126 @@ fn define_identity_settings() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
-    GucRegistry::define_int_guc(
-        DATACENTER_NAME,
-        c"This server's datacenter number in the ID space.",
-        c"Must fit the layout's datacenter field; 0 for a layout without one.",
-        &DATACENTER_ID,
-        0,
-        i32::MAX,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        WORKER_NAME,
-        c"This server's worker number in the ID space.",
-        c"Must fit the layout's worker field and differ from every other server's with the same datacenter.",
-        &WORKER_ID,
-        0,
-        i32::MAX,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            DATACENTER_NAME,
+            c"This server's datacenter number in the ID space.",
+            c"Must fit the layout's datacenter field; 0 for a layout without one.",
+            &DATACENTER_ID,
+            0,
+            i32::MAX,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_datacenter),
+            None,
+            None,
+        );
+        GucRegistry::define_int_guc_with_hooks(
+            WORKER_NAME,
+            c"This server's worker number in the ID space.",
+            c"Must fit the layout's worker field and differ from every other server's with the same datacenter.",
+            &WORKER_ID,
+            0,
+            i32::MAX,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_worker),
+            None,
+            None,
+        );
+    }
+}
+
+/// True once the server runs: values set now (ALTER SYSTEM, a reload) are
+/// checked by the hooks below. At start, `define_and_validate` checks them all
+/// together and stops the server on a bad one, which a hook cannot do.
+fn set_after_start() -> bool {
+    !unsafe { pg_sys::process_shared_preload_libraries_in_progress }
+}
+
+/// Tells PostgreSQL why a check hook refused a value.
+fn refused(e: ConfigError) -> bool {
+    let text = |t: &str| CString::new(t).unwrap_or_default();
+    let (detail, hint) = (text(&e.detail), text(&e.hint));
+    unsafe {
+        pg_sys::GUC_check_errcode(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as c_int);
+        pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
+        pg_sys::GUC_check_errhint_string = pg_sys::pstrdup(hint.as_ptr());
+    }
+    false
+}
+
+/// The text of a string setting's new value.
+unsafe fn new_text(newval: *mut *mut c_char) -> Option<String> {
+    let value = unsafe { *newval };
+    (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_layout(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    match unsafe { new_text(newval) } {
+        Some(text) if set_after_start() => config::check_layout(&text).map_or_else(refused, |_| true),
+        _ => true,
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_epoch(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    match unsafe { new_text(newval) } {
+        Some(text) if set_after_start() => {
+            config::check_epoch(&text, super::clock::now()).map_or_else(refused, |_| true)
+        }
+        _ => true,
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_datacenter(
+    newval: *mut c_int,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    check_node(Field::Datacenter, DATACENTER_NAME, unsafe { *newval })
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_worker(
+    newval: *mut c_int,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    check_node(Field::Worker, WORKER_NAME, unsafe { *newval })
+}
+
+/// At ALTER SYSTEM (the only place a postmaster setting is set inside a
+/// transaction), a node number must fit the layout in force. A reload is not
+/// checked: the file may change the layout too, and the restart checks both.
+fn check_node(field: Field, name: &'static CStr, value: c_int) -> bool {
+    if !set_after_start() || !unsafe { pg_sys::IsTransactionState() } {
+        return true;
+    }
+    let Some(config) = super::shmem::try_config() else { return true };
+    config::node_value(&config.codec, field, static_name(name), i64::from(value)).map_or_else(
+        |e| {
+            refused(ConfigError {
+                hint: format!(
+                    "{} It is checked against the layout in force, {}; to change the layout at the same restart, \
+                     set both in postgresql.conf, where they are checked together when the server starts.",
+                    e.hint, config.codec.layout
+                ),
+                ..e
+            })
+        },
+        |_| true,
+    )
 }
 
 fn define_wal_setting() {
@@ -230,26 +348,9 @@ fn raw_setting(name: &CStr) -> Option<String> {
     (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
 }
 
-fn string_value(setting: &GucSetting<Option<CString>>) -> String {
-    setting.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
-}
-
-/// Reads an integer exactly as PostgreSQL does, but refuses to start on failure.
+/// Reads an integer setting as written (plain decimal digits), or refuses to start.
 fn parse_int(name: &'static CStr, text: &str) -> i64 {
-    let parsed = CString::new(text).ok().and_then(|c| {
-        let mut value: c_int = 0;
-        let mut hint: *const c_char = std::ptr::null();
-        unsafe { pg_sys::parse_int(c.as_ptr(), &mut value, 0, &mut hint) }.then_some(value)
-    });
-    match parsed {
-        Some(v) => i64::from(v),
-        None => refuse_to_start(ConfigError {
-            setting: static_name(name),
-            value: text.to_string(),
-            detail: "The value is not an integer.".into(),
-            hint: "Write a whole number without units.".into(),
-        }),
-    }
+    config::parse_identity_number(static_name(name), text).unwrap_or_else(|e| refuse_to_start(e))
 }
 
 fn static_name(name: &'static CStr) -> &'static str {

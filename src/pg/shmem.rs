@@ -231,6 +231,11 @@ pub fn config() -> &'static Config {
     CONFIG.get().expect("snowflake_id is initialised in shared_preload_libraries")
 }
 
+/// The configuration, if this process has one (not while it is being validated).
+pub fn try_config() -> Option<&'static Config> {
+    CONFIG.get()
+}
+
 pub fn state_path() -> &'static Path {
     STATE_PATH.get().expect("snowflake_id is initialised in shared_preload_libraries")
 }

@@ -60,43 +60,12 @@ impl Config {
             detail: sentence(&detail),
             hint: hint.to_string(),
         };
-        let resolved = preset::resolve(s.layout).map_err(|e| {
-            err(
-                "snowflake_id.layout",
-                s.layout.to_string(),
-                e.to_string(),
-                "Use a preset (twitter, instagram, discord, sonyflake, mastodon) or fields such as \
-                 timestamp:41,datacenter:5,worker:5,sequence:12.",
-            )
-        })?;
+        check_layout(s.layout)?;
+        let resolved = preset::resolve(s.layout).expect("checked");
         let epoch = match s.epoch {
-            Some(text) => parse_instant(text).map_err(|e| {
-                err(
-                    "snowflake_id.epoch",
-                    text.to_string(),
-                    e,
-                    "Write a timestamp such as '2025-01-01 00:00:00+00' or a number of Unix milliseconds.",
-                )
-            })?,
+            Some(text) => check_epoch(text, now)?,
             None => resolved.epoch,
         };
-        let epoch_text = || s.epoch.map_or_else(|| epoch.to_string(), str::to_string);
-        if epoch.0 < 0 {
-            return Err(err(
-                "snowflake_id.epoch",
-                epoch_text(),
-                "the epoch is before 1970-01-01".into(),
-                "Choose an epoch after 1970.",
-            ));
-        }
-        if epoch > now {
-            return Err(err(
-                "snowflake_id.epoch",
-                epoch_text(),
-                format!("the epoch is in the future (the server's clock says {now})"),
-                "Choose an epoch before the first ID; check the system clock if it should already have passed.",
-            ));
-        }
         let tick_ms = s.tick_ms.map_or(i64::from(resolved.tick_ms), |t| t);
         let time = u32::try_from(tick_ms).ok().and_then(|t| TimeBase::new(epoch, t)).ok_or_else(|| {
             err(
@@ -123,7 +92,72 @@ impl Config {
     }
 }
 
-fn node_value(codec: &Codec, field: Field, setting: &'static str, value: i64) -> Result<u64, ConfigError> {
+/// Reads an identity number as written in the configuration: plain decimal
+/// digits only. PostgreSQL would also take `010` (octal 8), `0x1f` and `7.5`
+/// (rounded to 8), and a zero-padded number silently becoming another
+/// server's is worse than a server that does not start.
+pub fn parse_identity_number(setting: &'static str, text: &str) -> Result<i64, ConfigError> {
+    let t = text.trim();
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    let plain = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    let refuse = || ConfigError {
+        setting,
+        value: text.to_string(),
+        detail: "The value must be a whole number written in decimal digits, such as 7: no leading zero, \
+                 fraction, exponent, unit or other base."
+            .into(),
+        hint: format!("Write {setting} in plain decimal digits, such as 7."),
+    };
+    if !plain {
+        return Err(refuse());
+    }
+    t.parse::<i64>().map_err(|_| ConfigError {
+        detail: "The value is far outside the range of the setting.".into(),
+        ..refuse()
+    })
+}
+
+/// Checks a layout setting on its own (a preset, or a field list within 63 bits).
+pub fn check_layout(text: &str) -> Result<(), ConfigError> {
+    preset::resolve(text).map(|_| ()).map_err(|e| ConfigError {
+        setting: "snowflake_id.layout",
+        value: text.to_string(),
+        detail: sentence(&e.to_string()),
+        hint: LAYOUT_HINT.into(),
+    })
+}
+
+/// Checks an epoch setting on its own: a timestamp or Unix milliseconds,
+/// from 1970 on, not after `now`.
+pub fn check_epoch(text: &str, now: UnixMillis) -> Result<UnixMillis, ConfigError> {
+    let err = |detail: String, hint: &str| ConfigError {
+        setting: "snowflake_id.epoch",
+        value: text.to_string(),
+        detail: sentence(&detail),
+        hint: hint.to_string(),
+    };
+    let epoch = parse_instant(text).map_err(|e| {
+        err(e, "Write a timestamp such as '2025-01-01 00:00:00+00' or a number of Unix milliseconds.")
+    })?;
+    if epoch.0 < 0 {
+        return Err(err("the epoch is before 1970-01-01".into(), "Choose an epoch after 1970."));
+    }
+    if epoch > now {
+        return Err(err(
+            format!("the epoch is in the future (the server's clock says {now})"),
+            "Choose an epoch before the first ID; check the system clock if it should already have passed.",
+        ));
+    }
+    Ok(epoch)
+}
+
+pub const LAYOUT_HINT: &str = "Use a preset (twitter, instagram, discord, sonyflake, mastodon, pgedge) or fields such \
+                           as timestamp:41,datacenter:5,worker:5,sequence:12.";
+
+/// Checks that a node number fits its field in the layout.
+pub fn node_value(codec: &Codec, field: Field, setting: &'static str, value: i64) -> Result<u64, ConfigError> {
     let width = codec.layout.width(field);
     let fits = u64::try_from(value).ok().filter(|&v| codec.layout.holds(field, v));
     fits.ok_or_else(|| {
@@ -200,6 +234,33 @@ mod tests {
         let e = Config::new(Settings { layout: "instagram", datacenter_id: 1, ..defaults() }, NOW).unwrap_err();
         assert!(e.detail.contains("no datacenter field"), "{}", e.detail);
         assert!(Config::new(Settings { layout: "instagram", worker_id: 8191, ..defaults() }, NOW).is_ok());
+    }
+
+    #[test]
+    fn identity_numbers_are_plain_decimal() {
+        let w = "snowflake_id.worker_id";
+        for (text, want) in [("7", 7), ("0", 0), ("31", 31), (" 12 ", 12), ("-1", -1), ("99999999999", 99_999_999_999)] {
+            assert_eq!(parse_identity_number(w, text).map_err(|e| e.detail), Ok(want), "{text:?}");
+        }
+        for text in ["010", "0x1f", "7.5", "7ms", "+7", "1e2", "", "-", "-07", "٣", "７"] {
+            let e = parse_identity_number(w, text).expect_err(text);
+            assert_eq!((e.setting, e.value.as_str()), (w, text));
+            assert!(e.detail.contains("decimal digits") && e.hint.contains("plain decimal digits"), "{e:?}");
+            assert!(!e.hint.contains("fraction"), "the hint must not suggest other forms: {}", e.hint);
+        }
+    }
+
+    #[test]
+    fn layout_and_epoch_are_checked_on_their_own() {
+        assert!(check_layout("instagram").is_ok());
+        assert!(check_layout("timestamp:41,worker:10,sequence:12").is_ok());
+        let e = check_layout("bogus").unwrap_err();
+        assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.layout", "bogus"));
+        assert!(check_layout("timestamp:42,datacenter:5,worker:5,sequence:12").is_err(), "64 bits");
+        assert_eq!(check_epoch("2025-01-01", NOW), Ok(DEFAULT_EPOCH));
+        for bad in ["2999-01-01", "-5", "last tuesday"] {
+            assert_eq!(check_epoch(bad, NOW).unwrap_err().setting, "snowflake_id.epoch", "{bad}");
+        }
     }
 
     #[test]
