@@ -1,5 +1,46 @@
 -- snowflake_id 0.2.0 -> 0.3.0.
 
+-- The epoch given to snowflake_decode() is read as the setting is (UTC unless it
+-- has an offset, never the session's time zone); a timestamptz value is taken
+-- as the instant it is.
+DROP FUNCTION snowflake_decode(bigint, text, timestamptz, integer);
+CREATE FUNCTION snowflake_decode(
+	"id" bigint,
+	"layout" TEXT,
+	"epoch" TEXT DEFAULT NULL,
+	"tick_ms" INT DEFAULT NULL
+) RETURNS TABLE (
+	"ts" timestamp with time zone,
+	"datacenter_id" INT,
+	"worker_id" INT,
+	"sequence" INT,
+	"clock_back" INT
+)
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_decode_with_layout_wrapper';
+CREATE FUNCTION snowflake_decode(
+	"id" bigint,
+	"layout" TEXT,
+	"epoch" timestamp with time zone,
+	"tick_ms" INT DEFAULT NULL
+) RETURNS TABLE (
+	"ts" timestamp with time zone,
+	"datacenter_id" INT,
+	"worker_id" INT,
+	"sequence" INT,
+	"clock_back" INT
+)
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_decode_with_epoch_instant_wrapper';
+ALTER FUNCTION snowflake_decode(bigint, text, text, integer) ROWS 1;
+ALTER FUNCTION snowflake_decode(bigint, text, timestamptz, integer) ROWS 1;
+
+-- Bulk generation is granted, not public: one call can run every ID of the
+-- server up to snowflake_id.max_clock_drift ahead of the clock.
+REVOKE EXECUTE ON FUNCTION snowflake_next_ids(integer) FROM PUBLIC;
+
 -- snowflake_status() reports the marks replayed from WAL and the time spent
 -- making marks durable.
 DROP FUNCTION snowflake_status();
@@ -33,3 +74,186 @@ STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
 ALTER FUNCTION snowflake_status() ROWS 1;
+
+-- snowflake_adopt() widens partitioned referencing tables through their root,
+-- refuses partition keys up front, and keeps an identity sequence's options,
+-- owner and grants. A copy of sql/snowflake_adopt.sql.
+-- Switches an existing integer key column to DEFAULT snowflake_next_id(), in
+-- the caller's transaction: widens it (and the columns of foreign keys that
+-- reference it) to bigint, removes its identity or serial default, keeping the
+-- old sequence unless drop_sequence, and refuses when existing values reach
+-- the IDs the generator will issue.
+CREATE OR REPLACE FUNCTION snowflake_adopt(tbl regclass, col name, drop_sequence boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $adopt$
+DECLARE
+    att record;
+    ref record;
+    seq regclass;
+    seq_name text;
+    seq_next bigint;
+    seq_opts record;
+    grant_row record;
+    col_default text;
+    max_existing bigint;
+    first_id bigint;
+    key_of regclass;
+BEGIN
+    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated
+    INTO att
+    FROM pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation "%" does not exist', col, tbl
+            USING ERRCODE = 'undefined_column',
+                  HINT = 'Name the key column to adopt, such as snowflake_adopt(''orders'', ''id'').';
+    END IF;
+    IF NOT pg_has_role((SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run snowflake_adopt() as the owner of the table (and of the tables referencing it).';
+    END IF;
+    IF att.atttypid NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) THEN
+        RAISE EXCEPTION 'column "%" of relation "%" is of type %, not an integer type', col, tbl, format_type(att.atttypid, NULL)
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'Snowflake IDs are bigint; only smallint, integer and bigint columns can take them.';
+    END IF;
+    IF att.attgenerated <> '' THEN
+        RAISE EXCEPTION 'column "%" of relation "%" is a generated column', col, tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Adopt a plain key column; a generated column cannot have a default.';
+    END IF;
+    IF (SELECT relispartition FROM pg_class WHERE oid = tbl) THEN
+        RAISE EXCEPTION 'relation "%" is a partition of "%"', tbl, pg_partition_root(tbl)
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Adopt the key column of the partitioned table; its partitions follow.';
+    END IF;
+
+    -- PostgreSQL cannot change the type of a partition key column: find every
+    -- column to widen that is one, before changing anything.
+    FOR ref IN
+        SELECT tbl AS rel, col AS name, NULL::regclass AS refers_to
+        WHERE att.atttypid <> 'int8'::regtype
+        UNION ALL
+        SELECT coalesce(pg_partition_root(c.conrelid), c.conrelid), a.attname, c.confrelid
+        FROM pg_constraint c
+        JOIN LATERAL unnest(c.confkey, c.conkey) AS k(referenced, referencing) ON k.referenced = att.attnum
+        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.referencing
+        WHERE c.contype = 'f' AND c.confrelid = tbl AND c.conparentid = 0
+          AND a.atttypid IN ('int2'::regtype, 'int4'::regtype)
+    LOOP
+        SELECT t.relid INTO key_of
+        FROM pg_partition_tree(ref.rel) t
+        JOIN pg_partitioned_table pt ON pt.partrelid = t.relid
+        JOIN pg_attribute pa ON pa.attrelid = t.relid AND pa.attname = ref.name
+        WHERE pa.attnum = ANY (pt.partattrs::int2[])
+        LIMIT 1;
+        IF key_of IS NOT NULL THEN
+            RAISE EXCEPTION 'column "%" of relation "%" is a partition key and cannot be widened to bigint',
+                    ref.name, key_of
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = CASE WHEN ref.refers_to IS NULL THEN 'It is the key column to adopt.'
+                               ELSE format('It references %s(%I), whose values become snowflake IDs.', tbl, col) END,
+                      HINT = 'PostgreSQL cannot change the type of a partition key. Recreate the partitioned table '
+                             'with a bigint column (or partitioned by another column), then adopt again.';
+        END IF;
+    END LOOP;
+
+    -- Nothing may insert while the existing keys are checked and the column changes.
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_existing;
+    first_id := @extschema@.snowflake_from_timestamp(clock_timestamp());
+    IF max_existing >= first_id THEN
+        RAISE EXCEPTION 'column "%" of relation "%" holds values up to %, not below the first snowflake ID %',
+                col, tbl, max_existing, first_id
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'New snowflake IDs could equal existing keys.',
+                  HINT = 'Keep the existing keys below the first snowflake ID, or give the table a new key column.';
+    END IF;
+
+    -- Widen the columns of foreign keys that reference this column, then the
+    -- column. A partitioned referencing table is widened through its root,
+    -- which widens its partitions.
+    FOR ref IN
+        SELECT DISTINCT coalesce(pg_partition_root(c.conrelid), c.conrelid) AS rel, a.attname AS name
+        FROM pg_constraint c
+        JOIN LATERAL unnest(c.confkey, c.conkey) AS k(referenced, referencing) ON k.referenced = att.attnum
+        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.referencing
+        WHERE c.contype = 'f' AND c.confrelid = tbl AND c.conparentid = 0
+          AND a.atttypid IN ('int2'::regtype, 'int4'::regtype)
+    LOOP
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', ref.rel, ref.name);
+        RAISE NOTICE 'widened %.% to bigint', ref.rel, ref.name;
+    END LOOP;
+    IF att.atttypid <> 'int8'::regtype THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', tbl, col);
+        RAISE NOTICE 'widened %.% to bigint', tbl, col;
+    END IF;
+
+    -- Remove the identity or the default, keeping the numbering unless asked not to.
+    seq_name := pg_get_serial_sequence(tbl::text, col);
+    IF seq_name IS NOT NULL THEN
+        seq := seq_name::regclass;
+        SELECT s.seqtypid, s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle,
+               c.relowner, c.relacl, c.relpersistence, obj_description(c.oid, 'pg_class') AS comment
+        INTO seq_opts
+        FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid
+        WHERE s.seqrelid = seq;
+        EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s',
+                       seq_opts.seqincrement, seq)
+            INTO seq_next;
+    END IF;
+    IF att.attidentity <> '' THEN
+        -- Dropping the identity drops its sequence; a kept one is recreated as a
+        -- standalone sequence with the same options, owner and grants, that
+        -- continues where the identity stopped.
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        IF drop_sequence THEN
+            RAISE NOTICE 'dropped identity of %.% and its sequence', tbl, col;
+        ELSE
+            EXECUTE format('CREATE %s SEQUENCE %s AS %s INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s CACHE %s %s',
+                           CASE WHEN seq_opts.relpersistence = 'u' THEN 'UNLOGGED' ELSE '' END, seq_name,
+                           format_type(seq_opts.seqtypid, NULL), seq_opts.seqincrement, seq_opts.seqmin,
+                           seq_opts.seqmax, seq_next, seq_opts.seqcache,
+                           CASE WHEN seq_opts.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END);
+            EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq_name, seq_opts.relowner::regrole);
+            FOR grant_row IN
+                SELECT a.grantee, a.privilege_type, a.is_grantable
+                FROM aclexplode(seq_opts.relacl) a
+                WHERE a.grantee <> seq_opts.relowner
+            LOOP
+                EXECUTE format('GRANT %s ON SEQUENCE %s TO %s%s', grant_row.privilege_type, seq_name,
+                               CASE WHEN grant_row.grantee = 0 THEN 'PUBLIC' ELSE grant_row.grantee::regrole::text END,
+                               CASE WHEN grant_row.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            END LOOP;
+            IF seq_opts.comment IS NOT NULL THEN
+                EXECUTE format('COMMENT ON SEQUENCE %s IS %L', seq_name, seq_opts.comment);
+            END IF;
+            RAISE NOTICE 'dropped identity of %.%; sequence % kept, continuing at %', tbl, col, seq_name, seq_next;
+        END IF;
+    ELSE
+        SELECT pg_get_expr(d.adbin, d.adrelid) INTO col_default
+        FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = att.attnum;
+        IF col_default IS NOT NULL THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
+            IF seq IS NOT NULL AND drop_sequence THEN
+                EXECUTE format('DROP SEQUENCE %s', seq);
+                RAISE NOTICE 'replaced default % of %.% and dropped sequence %', col_default, tbl, col, seq_name;
+            ELSIF seq IS NOT NULL THEN
+                EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
+                RAISE NOTICE 'replaced default % of %.%; sequence % kept, continuing at %',
+                    col_default, tbl, col, seq_name, seq_next;
+            ELSE
+                RAISE NOTICE 'replaced default % of %.%', col_default, tbl, col;
+            END IF;
+        END IF;
+    END IF;
+
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT @extschema@.snowflake_next_id()', tbl, col);
+END
+$adopt$;
+
+COMMENT ON FUNCTION snowflake_adopt(regclass, name, boolean) IS
+    'switch an integer key column to DEFAULT snowflake_next_id(), widening it and referencing columns to bigint';

@@ -8,9 +8,9 @@ use std::path::Path;
 use common::{install_extension_file, Cluster};
 
 /// Every function of the extension with everything that defines it.
-const SURFACE: &str = "SELECT string_agg(format('%s(%s) -> %s [%s%s%s rows=%s] %s', p.proname,
+const SURFACE: &str = "SELECT string_agg(format('%s(%s) -> %s [%s%s%s rows=%s] %s %s', p.proname,
             pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid), p.provolatile, p.proparallel,
-            CASE WHEN p.proisstrict THEN ' strict' ELSE '' END, p.prorows, md5(p.prosrc)), E'\\n'
+            CASE WHEN p.proisstrict THEN ' strict' ELSE '' END, p.prorows, md5(p.prosrc), p.proacl), E'\\n'
             ORDER BY p.proname, pg_get_function_identity_arguments(p.oid))
      FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
      JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'

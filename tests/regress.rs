@@ -13,7 +13,7 @@ use std::process::Command;
 
 use common::Cluster;
 
-const TESTS: [&str; 4] = ["surface", "errors", "adopt", "json"];
+const TESTS: [&str; 5] = ["surface", "errors", "adopt", "json", "privileges"];
 
 fn pg_regress() -> PathBuf {
     let out = Command::new(common::pg_config()).arg("--pkglibdir").output().unwrap();

@@ -1,9 +1,10 @@
 //! `snowflake_adopt()`, written in PL/pgSQL: it is a sequence of DDL statements.
-//! Its source is the 0.1.0 -> 0.2.0 upgrade script, included here so that a
-//! fresh installation and an upgraded one define the same function.
+//! Its source is `sql/snowflake_adopt.sql`; the upgrade script that brought its
+//! current version carries a copy, and tests/adoption.rs checks that an
+//! upgraded installation defines the same function as a fresh one.
 
 pgrx::extension_sql_file!(
-    "../../sql/snowflake_id--0.1.0--0.2.0.sql",
+    "../../sql/snowflake_adopt.sql",
     name = "adopt",
     requires = [snowflake_from_timestamp, snowflake_next_id]
 );

@@ -6,14 +6,16 @@ use pgrx::PgLogLevel;
 use super::error::{raise, DATETIME_VALUE_OUT_OF_RANGE};
 use super::shmem;
 use crate::snowflake::codec::{Codec, Decoded};
-use crate::snowflake::config::sentence;
+use crate::snowflake::config::{sentence, LAYOUT_HINT};
 use crate::snowflake::preset;
-use crate::snowflake::time::{TimeBase, UnixMillis};
+use crate::snowflake::time::{parse_instant, TimeBase, UnixMillis};
 
 /// Microseconds from the Unix epoch to PostgreSQL's, 2000-01-01.
 const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 /// The fields of an ID under the server's layout; NULL for fields it lacks.
+// pgrx reads the column names from the signature, so the row type is spelled out.
+#[allow(clippy::type_complexity)]
 #[pg_extern(stable, parallel_safe, strict)]
 fn snowflake_decode(
     id: i64,
@@ -31,13 +33,18 @@ fn snowflake_decode(
 }
 
 /// The fields of an ID under any layout (a preset or a field list), to read IDs
-/// of other systems. A NULL epoch or tick means the preset's own, or for a
-/// field list the defaults (2025-01-01 00:00:00+00, 1 ms).
+/// of other systems. The epoch is read as the setting is: a timestamp (UTC
+/// unless it has an offset, never the session's time zone) or Unix
+/// milliseconds, so the function is truly IMMUTABLE. A NULL epoch or tick
+/// means the preset's own, or for a field list the defaults
+/// (2025-01-01 00:00:00+00, 1 ms).
+// pgrx reads the column names from the signature, so the row type is spelled out.
+#[allow(clippy::type_complexity)]
 #[pg_extern(immutable, parallel_safe, name = "snowflake_decode")]
 fn snowflake_decode_with_layout(
     id: Option<i64>,
     layout: Option<&str>,
-    epoch: default!(Option<TimestampWithTimeZone>, "NULL"),
+    epoch: default!(Option<&str>, "NULL"),
     tick_ms: default!(Option<i32>, "NULL"),
 ) -> TableIterator<
     'static,
@@ -52,6 +59,40 @@ fn snowflake_decode_with_layout(
     let (Some(id), Some(layout)) = (id, layout) else {
         return TableIterator::new(std::iter::empty());
     };
+    let epoch = epoch.map(|text| {
+        parse_instant(text).unwrap_or_else(|e| {
+            invalid("epoch", format!("\"{text}\": {e}"), "Write a timestamp such as '2025-01-01 00:00:00+00' or Unix milliseconds.")
+        })
+    });
+    TableIterator::once(decoded_row(&codec_for(layout, epoch, tick_ms), id))
+}
+
+/// The same with the epoch as a `timestamptz` value, an instant whatever the
+/// session's time zone. (A literal such as '2025-01-01' goes to the text form.)
+// pgrx reads the column names from the signature, so the row type is spelled out.
+#[allow(clippy::type_complexity)]
+#[pg_extern(immutable, parallel_safe, name = "snowflake_decode")]
+fn snowflake_decode_with_epoch_instant(
+    id: Option<i64>,
+    layout: Option<&str>,
+    epoch: Option<TimestampWithTimeZone>,
+    tick_ms: default!(Option<i32>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(datacenter_id, Option<i32>),
+        name!(worker_id, Option<i32>),
+        name!(sequence, i32),
+        name!(clock_back, Option<i32>),
+    ),
+> {
+    let (Some(id), Some(layout)) = (id, layout) else {
+        return TableIterator::new(std::iter::empty());
+    };
+    let epoch = epoch.map(|ts| {
+        unix_millis(ts).unwrap_or_else(|| invalid("epoch", "the epoch is infinite".into(), "Give a finite timestamp."))
+    });
     TableIterator::once(decoded_row(&codec_for(layout, epoch, tick_ms), id))
 }
 
@@ -134,29 +175,20 @@ pub fn unix_millis(ts: TimestampWithTimeZone) -> Option<UnixMillis> {
     Some(UnixMillis(ts.into_inner().div_euclid(1000) + PG_EPOCH_UNIX_MS))
 }
 
-fn codec_for(layout: &str, epoch: Option<TimestampWithTimeZone>, tick_ms: Option<i32>) -> Codec {
-    let invalid = |what: &str, detail: String, hint: &str| -> ! {
-        raise(
-            PgLogLevel::ERROR,
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("invalid snowflake {what}"),
-            Some(sentence(&detail)),
-            Some(hint.into()),
-        )
-    };
-    let resolved = preset::resolve(layout).unwrap_or_else(|e| {
-        invalid(
-            "layout",
-            format!("\"{layout}\": {e}"),
-            "Use a preset (twitter, instagram, discord, sonyflake, mastodon) or fields such as \
-             timestamp:41,datacenter:5,worker:5,sequence:12.",
-        )
-    });
-    let epoch = match epoch {
-        Some(ts) => unix_millis(ts)
-            .unwrap_or_else(|| invalid("epoch", "the epoch is infinite".into(), "Give a finite timestamp.")),
-        None => resolved.epoch,
-    };
+fn invalid(what: &str, detail: String, hint: &str) -> ! {
+    raise(
+        PgLogLevel::ERROR,
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("invalid snowflake {what}"),
+        Some(sentence(&detail)),
+        Some(hint.into()),
+    )
+}
+
+fn codec_for(layout: &str, epoch: Option<UnixMillis>, tick_ms: Option<i32>) -> Codec {
+    let resolved =
+        preset::resolve(layout).unwrap_or_else(|e| invalid("layout", format!("\"{layout}\": {e}"), LAYOUT_HINT));
+    let epoch = epoch.unwrap_or(resolved.epoch);
     let tick = tick_ms.map_or(resolved.tick_ms as i64, i64::from);
     let time = u32::try_from(tick).ok().and_then(|t| TimeBase::new(epoch, t)).unwrap_or_else(|| {
         invalid(
@@ -172,6 +204,7 @@ fn codec_for(layout: &str, epoch: Option<TimestampWithTimeZone>, tick_ms: Option
 // default guess of 1000 rows for a set-returning function.
 pgrx::extension_sql!(
     "ALTER FUNCTION snowflake_decode(bigint) ROWS 1;\n\
+     ALTER FUNCTION snowflake_decode(bigint, text, text, integer) ROWS 1;\n\
      ALTER FUNCTION snowflake_decode(bigint, text, timestamptz, integer) ROWS 1;\n\
      ALTER FUNCTION snowflake_status() ROWS 1;\n",
     name = "one_row_estimates",

@@ -96,10 +96,14 @@ mod raw_tuplestore {
     }
 }
 
+// Bulk generation is granted, not public: one call can run every ID of the
+// server up to snowflake_id.max_clock_drift ahead of the clock (a column
+// default cannot: single calls stay far below 4096 IDs per millisecond).
 pgrx::extension_sql!(
     "CREATE FUNCTION snowflake_next_ids(n integer) RETURNS SETOF bigint\n\
      STRICT VOLATILE PARALLEL SAFE ROWS 1000\n\
-     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_next_ids_wrapper';\n",
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_next_ids_wrapper';\n\
+     REVOKE EXECUTE ON FUNCTION snowflake_next_ids(integer) FROM PUBLIC;\n",
     name = "snowflake_next_ids"
 );
 
@@ -265,17 +269,29 @@ fn nap(d: Duration) {
     check_for_interrupts!();
 }
 
+/// Tells the log and the client (a WARNING reaches both) that the clock went
+/// back, and what the generator does about it.
 fn report_step_back(r: shmem::StepBackReport) {
+    let drift_ms = guc::max_drift_ms();
+    let clock_back_mode = shmem::config().codec.layout.field(crate::snowflake::layout::Field::ClockBack).is_some();
+    let what = if clock_back_mode && r.last_step_back_ms > drift_ms {
+        format!(
+            "The step is larger than snowflake_id.max_clock_drift ({}), so snowflake_id counts it in the clock_back \
+             field and continues with the clock's time.",
+            format_ms(drift_ms)
+        )
+    } else {
+        format!(
+            "snowflake_id keeps issuing increasing IDs with timestamps up to snowflake_id.max_clock_drift ({}) ahead \
+             of the clock until it catches up.",
+            format_ms(drift_ms)
+        )
+    };
     report(
         PgLogLevel::WARNING,
         PgSqlErrorCode::ERRCODE_WARNING,
         format!("system clock went back by {}", format_ms(r.last_step_back_ms)),
-        Some(format!(
-            "snowflake_id keeps issuing increasing IDs with timestamps up to snowflake_id.max_clock_drift ({}) ahead \
-             of the clock until it catches up. Step backs since the last warning: {}.",
-            format_ms(guc::max_drift_ms()),
-            r.step_backs
-        )),
+        Some(format!("{what} Step backs since the last warning: {}.", r.step_backs)),
         Some("Check this server's time synchronisation; snowflake_status() shows the current drift.".into()),
     );
 }
@@ -363,7 +379,7 @@ pub fn format_ms(ms: u64) -> String {
     const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s")];
     UNITS
         .iter()
-        .find(|(size, _)| ms >= *size && ms % size == 0)
+        .find(|(size, _)| ms >= *size && ms.is_multiple_of(*size))
         .map_or_else(|| format!("{ms}ms"), |(size, unit)| format!("{}{unit}", ms / size))
 }
 

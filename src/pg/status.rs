@@ -6,9 +6,20 @@ use super::decode::timestamptz;
 use super::shmem;
 use super::{clock, guc};
 
+/// Whether the current role may see where the data directory is, as with
+/// `SHOW data_directory`: a superuser or a member of pg_read_all_settings.
+fn may_see_data_directory() -> bool {
+    unsafe {
+        pg_sys::superuser()
+            || pg_sys::has_privs_of_role(pg_sys::GetUserId(), pg_sys::Oid::from(pg_sys::ROLE_PG_READ_ALL_SETTINGS))
+    }
+}
+
 /// One row for monitoring. Counters start at zero when the server starts.
 /// The identity columns (datacenter, worker, system identifier, timeline) let
 /// a check across servers flag two servers claiming one worker number.
+// pgrx reads the column names from the signature, so the row type is spelled out.
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_status() -> TableIterator<
     'static,
@@ -36,7 +47,7 @@ fn snowflake_status() -> TableIterator<
         name!(marks_replayed, i64),
         name!(mark_wal_time_ms, f64),
         name!(mark_file_time_ms, f64),
-        name!(state_file, String),
+        name!(state_file, Option<String>),
     ),
 > {
     let config = shmem::config();
@@ -75,6 +86,6 @@ fn snowflake_status() -> TableIterator<
         count(stats.marks_replayed),
         shared.wal_micros as f64 / 1000.0,
         shared.file_micros as f64 / 1000.0,
-        shmem::state_path().display().to_string(),
+        may_see_data_directory().then(|| shmem::state_path().display().to_string()),
     ))
 }

@@ -50,3 +50,21 @@ SET ROLE snowflake_regress_stranger;
 SELECT snowflake_adopt('labelled', 'code');
 RESET ROLE;
 DROP ROLE snowflake_regress_stranger;
+
+-- A partitioned table referencing the key is widened through its root.
+CREATE TABLE depots (id serial PRIMARY KEY);
+CREATE TABLE stock (depot integer REFERENCES depots, shelf int) PARTITION BY RANGE (shelf);
+CREATE TABLE stock_low PARTITION OF stock FOR VALUES FROM (0) TO (100);
+CREATE TABLE stock_high PARTITION OF stock FOR VALUES FROM (100) TO (200);
+INSERT INTO depots SELECT FROM generate_series(1, 3);
+INSERT INTO stock SELECT g % 3 + 1, g FROM generate_series(0, 199, 50) g;
+SELECT snowflake_adopt('depots', 'id');
+SELECT attrelid::regclass AS "table", format_type(atttypid, NULL) AS type
+FROM pg_attribute WHERE attname = 'depot' ORDER BY 1;
+
+-- A partition key cannot change its type: refused before anything changes.
+CREATE TABLE regions (id serial PRIMARY KEY);
+CREATE TABLE sales (region integer REFERENCES regions, amount int) PARTITION BY LIST (region);
+SELECT snowflake_adopt('regions', 'id');
+SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'regions'::regclass AND attname = 'id';
+SELECT snowflake_adopt('stock_low', 'depot');

@@ -30,7 +30,9 @@ SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp'')');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, '''')');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''timestamp:20,sequence:32'')');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', NULL, 0)');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infinity''::timestamptz)');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infinity'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''2025-01-01 00:00:00 Europe/Paris'')');
 
 -- Times outside the layout.
 SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2024-12-31 23:59:59.999+00'')');
@@ -50,3 +52,20 @@ SELECT * FROM pg_temp.try('SET snowflake_id.epoch = ''2020-01-01''');
 SELECT * FROM pg_temp.try('SET snowflake_id.tick_ms = 10');
 SELECT * FROM pg_temp.try('SET snowflake_id.max_clock_drift = ''1s''');
 SHOW snowflake_id.worker_id;
+
+-- ALTER SYSTEM checks each setting on its own (the restart checks them together).
+\x off
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+ALTER SYSTEM SET snowflake_id.layout = 'bogus';
+ALTER SYSTEM SET snowflake_id.layout = 'timestamp:42,datacenter:5,worker:5,sequence:12';
+ALTER SYSTEM SET snowflake_id.epoch = 'last tuesday';
+ALTER SYSTEM SET snowflake_id.epoch = '1969-12-31';
+ALTER SYSTEM SET snowflake_id.worker_id = 32;
+ALTER SYSTEM SET snowflake_id.datacenter_id = 40;
+ALTER SYSTEM SET snowflake_id.wal_rmgr_id = 99;
+-- Accepted, then taken back.
+ALTER SYSTEM SET snowflake_id.worker_id = 9;
+ALTER SYSTEM SET snowflake_id.layout = 'pgedge';
+ALTER SYSTEM RESET snowflake_id.worker_id;
+ALTER SYSTEM RESET snowflake_id.layout;

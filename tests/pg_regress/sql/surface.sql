@@ -33,8 +33,17 @@ SELECT * FROM snowflake_decode((1::bigint << 23) | (8191 << 10) | 1023, 'instagr
 SELECT * FROM snowflake_decode((1700000000000::bigint << 16) | 3, 'mastodon');
 SELECT * FROM snowflake_decode(1 << 20, 'clock_back:2,timestamp:39,datacenter:5,worker:5,sequence:12');
 SELECT * FROM snowflake_decode(5, ' Timestamp:20 , sequence:4 ');
+SELECT * FROM snowflake_decode(515151347297825490, 'pgedge');
 SELECT count(*) FROM snowflake_decode(NULL, 'twitter');
 SELECT count(*) FROM snowflake_decode(1, NULL);
+
+-- An epoch argument is read as the setting is: UTC unless it has an offset,
+-- whatever the session's time zone (the function is IMMUTABLE).
+SET timezone = 'America/New_York';
+SELECT ts FROM snowflake_decode((1234567::bigint << 22) | 42, 'timestamp:41,datacenter:5,worker:5,sequence:12', '2025-01-01');
+SELECT ts FROM snowflake_decode((1234567::bigint << 22) | 42, 'timestamp:41,datacenter:5,worker:5,sequence:12', '2025-01-01 00:00:00+00'::timestamptz);
+SELECT ts FROM snowflake_decode((1234567::bigint << 22) | 42);
+SET timezone = 'UTC';
 
 -- The smallest ID of a tick, for range scans.
 SELECT snowflake_from_timestamp('2025-01-01 00:00:00+00');
