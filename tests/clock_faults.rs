@@ -48,6 +48,7 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     c.clock.as_ref().unwrap().set_offset(-3600);
 
     // statement_timeout ends the wait...
+    let waits_before = status(&mut s, "waits");
     s.batch_execute("SET statement_timeout = '200ms'").unwrap();
     let started = Instant::now();
     let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
@@ -66,6 +67,7 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     canceller.join().unwrap();
     assert_eq!(db_error(&e).0, "57014", "{e}");
     assert!(started.elapsed() < Duration::from_millis(900), "the wait honours a cancel request");
+    assert_eq!(status(&mut s, "waits") - waits_before, 2, "a wait ended by a timeout or cancel counts");
 
     // ...and without either, snowflake_id.max_wait does.
     let started = Instant::now();
@@ -173,4 +175,33 @@ fn a_used_up_clock_back_field_is_an_error_not_a_wrap() {
     assert_eq!(code, "2200H", "{message}");
     assert!(message.contains("clock_back field"), "{message}");
     assert!(!hint.is_empty());
+}
+
+#[test]
+fn an_exhausted_time_range_is_an_error_at_once_even_after_the_clock_went_back() {
+    // A range that ends 20 seconds from now: 20 bits of milliseconds, 16 IDs each.
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let epoch = now_ms - (1 << 20) + 20_000;
+    let c = Cluster::with_fake_clock(
+        "rangeend",
+        &[
+            "snowflake_id.layout = 'timestamp:20,worker:10,sequence:4'",
+            &format!("snowflake_id.epoch = {epoch}"),
+            "snowflake_id.max_clock_drift = '1min'",
+            "snowflake_id.max_wait = '10s'",
+        ],
+    );
+    c.start();
+    let mut s = c.session();
+    // Borrowing runs the generator to the end of the range.
+    let e = s.query_one("SELECT count(*) FROM snowflake_next_ids(1000000)", &[]).unwrap_err();
+    assert_eq!(db_error(&e).0, "2200H", "{e}");
+    // With the clock a minute back, waiting cannot help: the error comes at once.
+    c.clock.as_ref().unwrap().set_offset(-60);
+    let started = Instant::now();
+    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, _) = db_error(&e);
+    assert_eq!(code, "2200H", "{message}");
+    assert!(message.contains("time range is used up"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(5), "no wait for snowflake_id.max_wait");
 }

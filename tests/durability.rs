@@ -144,3 +144,40 @@ fn a_state_file_that_cannot_be_written_stops_generation_without_losing_an_id() {
     let restarted: i64 = c.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
     assert!(restarted > after);
 }
+
+#[test]
+fn the_state_file_follows_the_data_directorys_group_access() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |c: &Cluster| std::fs::metadata(c.state_file()).unwrap().permissions().mode() & 0o777;
+    let private = Cluster::new("private", &[]);
+    private.start();
+    private.session().query_one("SELECT snowflake_next_id()", &[]).unwrap();
+    assert_eq!(mode(&private), 0o600);
+    // initdb --allow-group-access: backup tools in the group may read every file.
+    let shared = Cluster::with_group_access("groupaccess", &[]);
+    shared.start();
+    shared.session().query_one("SELECT snowflake_next_id()", &[]).unwrap();
+    assert_eq!(mode(&shared), 0o640);
+}
+
+#[test]
+fn removing_the_clock_back_field_after_a_step_back_says_what_happened() {
+    let with_field = "snowflake_id.layout = 'clock_back:2,timestamp:39,datacenter:5,worker:5,sequence:12'";
+    let c = Cluster::with_fake_clock("dropfield", &[with_field, "snowflake_id.max_clock_drift = 0"]);
+    c.start();
+    let mut s = c.session();
+    s.query_one("SELECT snowflake_next_id()", &[]).unwrap();
+    c.clock.as_ref().unwrap().set_offset(-60);
+    let era: i32 = s.query_one("SELECT clock_back FROM snowflake_decode(snowflake_next_id())", &[]).unwrap().get(0);
+    assert_eq!(era, 1);
+    drop(s);
+    c.stop();
+    c.set("snowflake_id.layout = 'timestamp:41,datacenter:5,worker:5,sequence:12'");
+    let log_before = c.log().len();
+    assert!(c.try_start().is_err(), "started without the clock_back field");
+    let log = c.log()[log_before..].to_string();
+    assert!(log.contains("FATAL:  snowflake_id.layout cannot continue the IDs recorded in the state file"), "{log}");
+    assert!(log.contains("records clock_back 1, but snowflake_id.layout"), "{log}");
+    assert!(log.contains("HINT:  Put the clock_back field back into snowflake_id.layout"), "{log}");
+    assert!(!log.contains("corrupt"), "{log}");
+}

@@ -9,5 +9,6 @@ pub fn now() -> UnixMillis {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // Cannot fail for CLOCK_REALTIME with a valid pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    UnixMillis(ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000)
+    // time_t and c_long are i64 on the 64-bit Linux this builds for.
+    UnixMillis(ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000)
 }

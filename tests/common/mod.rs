@@ -169,25 +169,32 @@ impl Cluster {
     /// A new cluster with snowflake_id preloaded and `settings` appended to
     /// postgresql.conf. Not started.
     pub fn new(name: &str, settings: &[&str]) -> Cluster {
-        Self::build(name, true, settings, false)
+        Self::build(name, true, settings, false, &[])
+    }
+
+    /// Like `new`, initialised with `initdb --allow-group-access`.
+    pub fn with_group_access(name: &str, settings: &[&str]) -> Cluster {
+        Self::build(name, true, settings, false, &["--allow-group-access"])
     }
 
     /// Like `new`, with a clock the test can step through libfaketime.
     pub fn with_fake_clock(name: &str, settings: &[&str]) -> Cluster {
-        Self::build(name, true, settings, true)
+        Self::build(name, true, settings, true, &[])
     }
 
     /// A cluster without snowflake_id in shared_preload_libraries.
     pub fn without_preload(name: &str) -> Cluster {
-        Self::build(name, false, &[], false)
+        Self::build(name, false, &[], false, &[])
     }
 
-    fn build(name: &str, preload: bool, settings: &[&str], fake_clock: bool) -> Cluster {
+    fn build(name: &str, preload: bool, settings: &[&str], fake_clock: bool, initdb_args: &[&str]) -> Cluster {
         let dir = cluster_dir();
         let data = dir.join("data");
         let bin = bindir();
         let out = as_server_user(&bin.join("initdb"))
-            .args(["--auth=trust", "--username=postgres", "--no-sync", "--encoding=UTF8", "--locale=C", "-D"])
+            .args(["--auth=trust", "--username=postgres", "--no-sync", "--encoding=UTF8", "--locale=C"])
+            .args(initdb_args)
+            .arg("-D")
             .arg(&data)
             .output()
             .unwrap();
