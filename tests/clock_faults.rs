@@ -46,24 +46,42 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     let mut s = c.session();
     let before: i64 = s.query_one("SELECT max(id) FROM snowflake_next_ids(1000) id", &[]).unwrap().get(0);
     c.clock.as_ref().unwrap().set_offset(-3600);
-
-    // statement_timeout ends the wait...
     let waits_before = status(&mut s, "waits");
-    s.batch_execute("SET statement_timeout = '200ms'").unwrap();
+
+    // Each case has a session of its own: an interrupt meant for one call can
+    // never reach the next.
+    // statement_timeout ends the wait...
+    let mut timed = c.connect();
+    timed.batch_execute("SET statement_timeout = '200ms'").unwrap();
     let started = Instant::now();
-    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let e = timed.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
     assert_eq!(db_error(&e).0, "57014", "{e}");
     assert!(started.elapsed() < Duration::from_millis(900), "the wait honours statement_timeout");
 
-    // ...so does a cancel request...
-    s.batch_execute("SET statement_timeout = 0").unwrap();
-    let cancel = s.cancel_token();
-    let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        cancel.cancel_query(postgres::NoTls).unwrap();
+    // ...so does a cancel request, sent once the call is seen waiting (a
+    // protocol cancel request is delivered later, through a postmaster child,
+    // and one that lands after its call ended cancels the session's next).
+    let mut cancelled = c.connect();
+    let pid: i32 = cancelled.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let canceller = std::thread::spawn({
+        let mut s = c.connect();
+        move || loop {
+            let sent: bool = s
+                .query_one(
+                    "SELECT coalesce(bool_or(pg_cancel_backend(pid)), false) FROM pg_stat_activity
+                     WHERE pid = $1 AND state = 'active' AND query = 'SELECT snowflake_next_id()'",
+                    &[&pid],
+                )
+                .unwrap()
+                .get(0);
+            if sent {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     });
     let started = Instant::now();
-    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let e = cancelled.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
     canceller.join().unwrap();
     assert_eq!(db_error(&e).0, "57014", "{e}");
     assert!(started.elapsed() < Duration::from_millis(900), "the wait honours a cancel request");
@@ -77,7 +95,7 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     assert!(message.contains("system clock is") && message.contains("behind the last ID"), "{message}");
     assert!(hint.contains("snowflake_id.max_clock_drift"), "{hint}");
     assert!(started.elapsed() >= Duration::from_millis(900), "waited for snowflake_id.max_wait");
-    assert!(status(&mut s, "waits") >= 1);
+    assert_eq!(status(&mut s, "waits") - waits_before, 3);
 
     // Once the clock is back, IDs continue above the old ones.
     c.clock.as_ref().unwrap().set_offset(0);

@@ -244,19 +244,25 @@ impl Cluster {
         let dir = cluster_dir();
         let data = dir.join("data");
         let bin = bindir();
-        let mut args = vec!["-h", "127.0.0.1", "-U", "postgres", "-X", "stream", "-D"];
-        if standby {
-            args.insert(0, "-R");
-        }
+        // A fast checkpoint: the default spreads it over ten seconds.
         let out = as_server_user(&bin.join("pg_basebackup"))
-            .args(["-p", &primary.port.to_string()])
-            .args(args)
+            .args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres", "-X", "stream", "-c", "fast"])
+            .arg("-D")
             .arg(&data)
             .output()
             .unwrap();
         assert!(out.status.success(), "pg_basebackup for {name}: {}", String::from_utf8_lossy(&out.stderr));
         let port = free_port();
         let mut conf = format!("\n# {name}\nport = {port}\nunix_socket_directories = '{}'\n", dir.display());
+        if standby {
+            // Rather than pg_basebackup -R, whose connection string may carry
+            // options (sslcertmode) that an older libpq loaded by the server
+            // refuses, as PyPI's PostgreSQL 16 does.
+            conf.push_str(&format!(
+                "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name={name}'\n",
+                primary.port
+            ));
+        }
         for s in settings {
             conf.push_str(s);
             conf.push('\n');
@@ -268,6 +274,9 @@ impl Cluster {
         });
         let copy = Cluster { dir, data, port, bin, clock };
         copy.append_conf(&conf);
+        if standby {
+            copy.write_data_file("standby.signal", b"");
+        }
         copy
     }
 
