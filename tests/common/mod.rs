@@ -618,3 +618,52 @@ pub fn assert_phases_increase(c: &mut postgres::Client, phases: i32) -> Vec<i64>
     assert_eq!(dupes, 0);
     got.iter().map(|g| g.1).collect()
 }
+
+/// The tests under tests/pg_regress, in order.
+pub const REGRESS_TESTS: [&str; 5] = ["surface", "errors", "adopt", "json", "privileges"];
+
+/// The settings the pg_regress expected files were made with.
+pub const REGRESS_SETTINGS: [&str; 2] = ["snowflake_id.datacenter_id = 3", "snowflake_id.worker_id = 7"];
+
+/// Runs the pg_regress suite against `c` (started, with `REGRESS_SETTINGS`);
+/// on a difference returns the diffs. With `accept`, copies the results over
+/// the expected files instead.
+pub fn run_pg_regress(c: &Cluster, accept: bool) -> Result<(), String> {
+    // pg_regress --use-existing runs in an existing database.
+    c.connect().batch_execute("CREATE DATABASE snowflake_regress").unwrap();
+    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pg_regress");
+    let output = c.dir.join("regress");
+    fs::create_dir_all(&output).unwrap();
+    let out = Command::new(pg_config()).arg("--pkglibdir").output().unwrap();
+    let pg_regress = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("pgxs/src/test/regress/pg_regress");
+    let status = Command::new(pg_regress)
+        .arg("--use-existing")
+        .args(["--host=127.0.0.1", &format!("--port={}", c.port), "--user=postgres"])
+        .arg(format!("--bindir={}", bindir().display()))
+        .arg(format!("--inputdir={}", input.display()))
+        .arg(format!("--outputdir={}", output.display()))
+        .arg("--dbname=snowflake_regress")
+        .args(REGRESS_TESTS)
+        .status()
+        .unwrap();
+    if accept {
+        for t in REGRESS_TESTS {
+            fs::copy(output.join(format!("results/{t}.out")), input.join(format!("expected/{t}.out"))).unwrap();
+        }
+        return Ok(());
+    }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(fs::read_to_string(output.join("regression.diffs")).unwrap_or_default())
+    }
+}
+
+/// Runs a command as root (directly, or through sudo); returns its output.
+pub fn as_root(program: &str, args: &[&str]) -> Output {
+    let mut c = if running_as_root() { Command::new(program) } else { Command::new("sudo") };
+    if !running_as_root() {
+        c.args(["-n", program]);
+    }
+    c.args(args).output().unwrap()
+}
