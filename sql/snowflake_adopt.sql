@@ -14,7 +14,9 @@ SET search_path = pg_catalog, pg_temp
 AS $adopt$
 DECLARE
     att record;
-    ref record;
+    widen_rels regclass[];
+    widen_cols name[];
+    i integer;
     seq regclass;
     seq_name text;
     seq_next bigint;
@@ -55,30 +57,36 @@ BEGIN
                   HINT = 'Adopt the key column of the partitioned table; its partitions follow.';
     END IF;
 
-    -- PostgreSQL cannot change the type of a partition key column: find every
-    -- column to widen that is one, before changing anything.
-    FOR ref IN
-        SELECT tbl AS rel, col AS name, NULL::regclass AS refers_to
-        WHERE att.atttypid <> 'int8'::regtype
-        UNION ALL
-        SELECT coalesce(pg_partition_root(c.conrelid), c.conrelid), a.attname, c.confrelid
+    -- The columns to widen: those of foreign keys that reference this column
+    -- (a partitioned referencing table through its root, which widens its
+    -- partitions), then the column itself.
+    SELECT array_agg(w.rel ORDER BY w.ord, w.rel::text, w.name), array_agg(w.name ORDER BY w.ord, w.rel::text, w.name)
+    INTO widen_rels, widen_cols
+    FROM (
+        SELECT DISTINCT coalesce(pg_partition_root(c.conrelid), c.conrelid) AS rel, a.attname AS name, 1 AS ord
         FROM pg_constraint c
         JOIN LATERAL unnest(c.confkey, c.conkey) AS k(referenced, referencing) ON k.referenced = att.attnum
         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.referencing
         WHERE c.contype = 'f' AND c.confrelid = tbl AND c.conparentid = 0
           AND a.atttypid IN ('int2'::regtype, 'int4'::regtype)
-    LOOP
+        UNION ALL
+        SELECT tbl, col, 2 WHERE att.atttypid <> 'int8'::regtype
+    ) w;
+
+    -- PostgreSQL cannot change the type of a partition key column: refuse
+    -- before changing anything.
+    FOR i IN 1 .. coalesce(array_length(widen_rels, 1), 0) LOOP
         SELECT t.relid INTO key_of
-        FROM pg_partition_tree(ref.rel) t
+        FROM pg_partition_tree(widen_rels[i]) t
         JOIN pg_partitioned_table pt ON pt.partrelid = t.relid
-        JOIN pg_attribute pa ON pa.attrelid = t.relid AND pa.attname = ref.name
+        JOIN pg_attribute pa ON pa.attrelid = t.relid AND pa.attname = widen_cols[i]
         WHERE pa.attnum = ANY (pt.partattrs::int2[])
         LIMIT 1;
         IF key_of IS NOT NULL THEN
             RAISE EXCEPTION 'column "%" of relation "%" is a partition key and cannot be widened to bigint',
-                    ref.name, key_of
+                    widen_cols[i], key_of
                 USING ERRCODE = 'feature_not_supported',
-                      DETAIL = CASE WHEN ref.refers_to IS NULL THEN 'It is the key column to adopt.'
+                      DETAIL = CASE WHEN widen_rels[i] = tbl AND widen_cols[i] = col THEN 'It is the key column to adopt.'
                                ELSE format('It references %s(%I), whose values become snowflake IDs.', tbl, col) END,
                       HINT = 'PostgreSQL cannot change the type of a partition key. Recreate the partitioned table '
                              'with a bigint column (or partitioned by another column), then adopt again.';
@@ -97,24 +105,10 @@ BEGIN
                   HINT = 'Keep the existing keys below the first snowflake ID, or give the table a new key column.';
     END IF;
 
-    -- Widen the columns of foreign keys that reference this column, then the
-    -- column. A partitioned referencing table is widened through its root,
-    -- which widens its partitions.
-    FOR ref IN
-        SELECT DISTINCT coalesce(pg_partition_root(c.conrelid), c.conrelid) AS rel, a.attname AS name
-        FROM pg_constraint c
-        JOIN LATERAL unnest(c.confkey, c.conkey) AS k(referenced, referencing) ON k.referenced = att.attnum
-        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.referencing
-        WHERE c.contype = 'f' AND c.confrelid = tbl AND c.conparentid = 0
-          AND a.atttypid IN ('int2'::regtype, 'int4'::regtype)
-    LOOP
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', ref.rel, ref.name);
-        RAISE NOTICE 'widened %.% to bigint', ref.rel, ref.name;
+    FOR i IN 1 .. coalesce(array_length(widen_rels, 1), 0) LOOP
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', widen_rels[i], widen_cols[i]);
+        RAISE NOTICE 'widened %.% to bigint', widen_rels[i], widen_cols[i];
     END LOOP;
-    IF att.atttypid <> 'int8'::regtype THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', tbl, col);
-        RAISE NOTICE 'widened %.% to bigint', tbl, col;
-    END IF;
 
     -- Remove the identity or the default, keeping the numbering unless asked not to.
     seq_name := pg_get_serial_sequence(tbl::text, col);

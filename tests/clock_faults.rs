@@ -164,6 +164,9 @@ fn the_clock_back_field_counts_step_backs_and_survives_a_restart() {
     assert!(row.get::<_, bool>(1), "era 1 timestamps follow the clock that went back");
     assert_eq!(row.get::<_, i32>(2), 1);
     assert!(row.get::<_, i64>(3) < 1000, "no drift in the new era");
+    // The warning says what clock_back mode did, not what borrowing would.
+    let log = c.log();
+    assert!(log.contains("so snowflake_id counts it in the clock_back field and continues with the clock's time"), "{log}");
     drop(s);
 
     c.stop();

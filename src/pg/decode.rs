@@ -56,15 +56,12 @@ fn snowflake_decode_with_layout(
         name!(clock_back, Option<i32>),
     ),
 > {
-    let (Some(id), Some(layout)) = (id, layout) else {
-        return TableIterator::new(std::iter::empty());
-    };
     let epoch = epoch.map(|text| {
         parse_instant(text).unwrap_or_else(|e| {
             invalid("epoch", format!("\"{text}\": {e}"), "Write a timestamp such as '2025-01-01 00:00:00+00' or Unix milliseconds.")
         })
     });
-    TableIterator::once(decoded_row(&codec_for(layout, epoch, tick_ms), id))
+    decoded_rows(id, layout, epoch, tick_ms)
 }
 
 /// The same with the epoch as a `timestamptz` value, an instant whatever the
@@ -87,13 +84,25 @@ fn snowflake_decode_with_epoch_instant(
         name!(clock_back, Option<i32>),
     ),
 > {
-    let (Some(id), Some(layout)) = (id, layout) else {
-        return TableIterator::new(std::iter::empty());
-    };
     let epoch = epoch.map(|ts| {
         unix_millis(ts).unwrap_or_else(|| invalid("epoch", "the epoch is infinite".into(), "Give a finite timestamp."))
     });
-    TableIterator::once(decoded_row(&codec_for(layout, epoch, tick_ms), id))
+    decoded_rows(id, layout, epoch, tick_ms)
+}
+
+/// The row of an ID under a layout given by name or fields; none for a NULL
+/// ID or layout (these forms are not STRICT, so that a NULL epoch or tick
+/// means the default).
+fn decoded_rows(
+    id: Option<i64>,
+    layout: Option<&str>,
+    epoch: Option<UnixMillis>,
+    tick_ms: Option<i32>,
+) -> TableIterator<'static, DecodedRow> {
+    match (id, layout) {
+        (Some(id), Some(layout)) => TableIterator::once(decoded_row(&codec_for(layout, epoch, tick_ms), id)),
+        _ => TableIterator::new(std::iter::empty()),
+    }
 }
 
 /// When an ID was generated (the start of its tick).
