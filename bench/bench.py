@@ -323,7 +323,8 @@ def main():
         conc = concurrency(server, meta["clients"], meta["seconds"], meta["conc_rounds"], meta["batch"], rng)
         print("== inserts", flush=True)
         ins = inserts(server, meta["rows"], meta["insert_rounds"], rng)
-        status = server.psql("\\x on\nSELECT ids_issued, ticks_borrowed, sequence_exhaustions, waits, marks_written "
+        status = server.psql("\\x on\nSELECT ids_issued, ticks_borrowed, sequence_exhaustions, waits, marks_written, "
+                             "mark_wal_time_ms, mark_file_time_ms "
                              "FROM snowflake_status();")
     finally:
         server.stop()

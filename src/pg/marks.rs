@@ -8,6 +8,10 @@
 //!
 //! Callers hold [`super::shmem::MarkWriter`], so marks reach the file in
 //! order, and never hold the generator's lock while writing.
+//!
+//! Measured at full speed (docs/bench/marks.md): 1.35 marks a second, each a
+//! WAL insert and flush of 0.47 ms and a file write of 0.70 ms. The WAL flush
+//! is the cheaper of the two; the file cannot go, for the reason above.
 
 use std::io;
 use std::time::Instant;
