@@ -1,5 +1,6 @@
-//! Bulk calls hold millions of IDs: a cancel request or statement_timeout
-//! must end one quickly, not after the whole result is built.
+//! Many IDs at once: a bulk call holds millions of them, and a cancel request
+//! or statement_timeout must end it quickly; a parallel query generates in its
+//! workers, which share the one generator and may log its marks.
 
 mod common;
 
@@ -23,4 +24,34 @@ fn a_timeout_ends_a_large_bulk_call_promptly() {
     s.batch_execute("SET statement_timeout = 0").unwrap();
     let after: i64 = s.query_one("SELECT count(*) FROM snowflake_next_ids(1000)", &[]).unwrap().get(0);
     assert_eq!(after, 1000, "the generator goes on");
+}
+
+#[test]
+fn parallel_workers_generate_and_log_marks_without_repeating() {
+    let c = Cluster::new("parallel", &[]);
+    c.start();
+    let mut s = c.session();
+    s.batch_execute(
+        "CREATE TABLE big AS SELECT g FROM generate_series(1, 300000) g;
+         ANALYZE big;
+         SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+         SET min_parallel_table_scan_size = 0;",
+    )
+    .unwrap();
+    // The first ID needs the first mark: whichever process gets there first,
+    // a worker or the leader, logs it in WAL.
+    let query = "SELECT count(*), count(DISTINCT id) FROM (SELECT snowflake_next_id() AS id FROM big) s";
+    let plan: String = s
+        .query(&format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {query}"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(plan.contains("Workers Launched: 2"), "{plan}");
+    let row = s.query_one(query, &[]).unwrap();
+    let (n, distinct): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!((n, distinct), (300_000, 300_000));
+    let marks: i64 = s.query_one("SELECT marks_written FROM snowflake_status()", &[]).unwrap().get(0);
+    assert!(marks >= 1);
 }
