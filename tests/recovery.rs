@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 use std::thread::sleep;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{db_error, install_extension_file, Cluster};
 
@@ -82,6 +82,65 @@ fn a_point_in_time_restore_continues_above_every_id_it_replayed() {
     assert!(min_id(&restored, "restored") > max_id(&restored, "replayed"));
     let replayed: i64 = restored.one("SELECT marks_replayed FROM snowflake_status()");
     assert!(replayed > 0);
+}
+
+/// While it exists, the test build pauses every mark write between WAL and
+/// the state file; removed when dropped, also when the test fails.
+struct PauseFile(std::path::PathBuf);
+
+impl PauseFile {
+    fn create(c: &Cluster) -> PauseFile {
+        c.write_data_file("snowflake_id.test_pause", b"");
+        PauseFile(c.data.join("snowflake_id.test_pause"))
+    }
+}
+
+impl Drop for PauseFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn a_base_backup_whose_checkpoint_falls_inside_a_mark_write_knows_the_mark() {
+    let primary = Cluster::with_fake_clock("midmark", &[]);
+    primary.start();
+    primary.session().batch_execute(TABLE).unwrap();
+    insert(&primary, "before", 1000);
+    // An hour ahead from now on: the next ID needs a new mark, and the test
+    // build stops that mark's write between its WAL record and the state file.
+    primary.clock.as_ref().unwrap().set_offset(3600);
+    std::thread::scope(|scope| {
+        let pause = PauseFile::create(&primary);
+        let inserting = scope.spawn(|| insert(&primary, "ahead", 1000));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while primary.one::<i64>("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension'") == 0 {
+            assert!(Instant::now() < deadline, "the mark write did not pause");
+            sleep(Duration::from_millis(20));
+        }
+        // The base backup's checkpoint starts after the mark's WAL record and
+        // must wait for the state file; it would otherwise copy the old file
+        // and stream WAL from after the mark.
+        let backup = scope.spawn(|| Cluster::standby_of(&primary, "midmarkstandby", &[]));
+        // Meanwhile the clock goes back half a minute, so that the IDs issued
+        // once the write ends lie below the paused mark and need no later one:
+        // only the paused mark covers them.
+        primary.clock.as_ref().unwrap().set_offset(3600 - 30);
+        sleep(Duration::from_secs(1));
+        assert!(!backup.is_finished(), "the base backup did not wait for the mark write");
+        drop(pause);
+        inserting.join().unwrap();
+        let standby = backup.join().unwrap();
+        standby.start();
+        standby.wait_for_replay_of(&primary);
+        let mark = "SELECT high_water_mark::text FROM snowflake_status()";
+        assert_eq!(standby.one::<String>(mark), primary.one::<String>(mark), "the standby knows the mark");
+        primary.stop_immediate();
+        standby.promote();
+        assert_ids_ahead_of_the_clock(&standby);
+        insert(&standby, "promoted", 1000);
+        assert!(min_id(&standby, "promoted") > max_id(&standby, "ahead"));
+    });
 }
 
 #[test]
