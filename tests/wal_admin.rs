@@ -85,7 +85,7 @@ void _PG_init(void) {{ RegisterCustomRmgr({id}, &other); }}
 
 #[test]
 fn a_resource_manager_id_taken_by_another_library_stops_the_server_with_the_way_out() {
-    install_c_library("other_rmgr", &other_rmgr_source(197));
+    let _other = install_c_library("other_rmgr", &other_rmgr_source(197));
     let c = Cluster::new("rmgrclash", &["include_if_exists = 'case.conf'"]);
     let refused = |settings: &str| -> String {
         c.write_data_file("case.conf", format!("{settings}\n").as_bytes());
@@ -166,13 +166,22 @@ fn an_upgraded_cluster_refuses_until_the_old_state_file_is_brought_over() {
         // The old cluster's clock is an hour ahead: its IDs are an hour ahead
         // of the new cluster's clock, so only its state file keeps the new
         // one above them.
+        s.query_one("SELECT snowflake_next_id()", &[]).unwrap();
         drop(s);
+        // A state file from before the jump: in the copy case it is put into
+        // the new cluster before pg_upgrade, as if the new cluster had
+        // generated once itself (or the DBA had copied too early).
+        let early_file = std::fs::read(old.state_file()).unwrap();
         old.clock.as_ref().unwrap().set_offset(3600);
         old.connect().batch_execute("INSERT INTO t (side) SELECT 'old' FROM generate_series(1, 10000)").unwrap();
         let old_max: i64 = old.one("SELECT max(id) FROM t");
         old.stop();
 
-        let new = old.pg_upgrade("upgradenew", &settings, option).unwrap_or_else(|out| panic!("{mode}: {out}"));
+        let new = Cluster::new("upgradenew", &settings);
+        if mode == "copy" {
+            new.write_data_file("snowflake_id.state", &early_file);
+        }
+        old.pg_upgrade(&new, option).unwrap_or_else(|out| panic!("{mode}: {out}"));
         new.start();
         let e = new.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
         let (code, message, hint) = db_error(&e);

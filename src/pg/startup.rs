@@ -12,10 +12,11 @@
 //! ahead of the clock.
 //!
 //! pg_upgrade carries neither the state file nor WAL to the new cluster. When
-//! a new cluster starts in pg_upgrade's binary-upgrade mode without a state
-//! file, this module writes one that says the floor is unknown, so that the
-//! upgraded server refuses to generate until the DBA brings the old cluster's
-//! file over, rather than starting again at the wall clock.
+//! a new cluster first starts in pg_upgrade's binary-upgrade mode, this module
+//! writes a state file that says the floor is unknown (replacing any file the
+//! new cluster wrote before pg_upgrade), so that the upgraded server refuses
+//! to generate until the DBA brings the old cluster's file over, rather than
+//! starting again at the wall clock.
 
 use std::ffi::CStr;
 use std::path::Path;
@@ -144,15 +145,27 @@ fn new_generator(config: &Config, resume: Option<Mark>, path: &Path) -> Generato
     })
 }
 
-/// In pg_upgrade's new cluster, a missing state file means the old cluster's
-/// was not brought over: record that the floor is unknown.
+/// In pg_upgrade's new cluster, the old cluster's state file has not been
+/// brought over yet: the DBA copies it once pg_upgrade has finished. Record
+/// that the floor is unknown. A file already there is not the old cluster's:
+/// it is the new cluster's own, from a start before pg_upgrade, and no floor
+/// for the old cluster's IDs.
 fn note_pg_upgrade(path: &Path) {
     let data_dir = path.parent().unwrap_or(Path::new("."));
-    if !data_dir.join(PG_UPGRADE_OUTPUT_DIR).is_dir() || path.exists() {
+    if !data_dir.join(PG_UPGRADE_OUTPUT_DIR).is_dir() {
         return;
     }
-    let reason = "pg_upgrade created this cluster, and the state file of the cluster it was upgraded from was not \
-                  copied into it; that cluster may have issued IDs ahead of the clock";
+    let reason = match state_file::read(path) {
+        Ok(Some(StateFile::Unknown { .. })) => return, // an earlier start of this pg_upgrade run
+        Ok(None) => {
+            "pg_upgrade created this cluster, and the state file of the cluster it was upgraded from was not copied \
+             into it; that cluster may have issued IDs ahead of the clock"
+        }
+        Ok(Some(StateFile::Floor(_))) | Err(_) => {
+            "pg_upgrade created this cluster, and the state file it found here was written before pg_upgrade ran, \
+             not by the cluster it was upgraded from, which may have issued IDs ahead of the clock"
+        }
+    };
     if let Err(e) = state_file::write(path, &state_file::render_unknown(reason), marks::file_mode()) {
         raise(
             PgLogLevel::FATAL,

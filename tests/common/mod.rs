@@ -319,12 +319,11 @@ impl Cluster {
         }
     }
 
-    /// Upgrades this (stopped) cluster with pg_upgrade into a new one with the
-    /// same settings plus `settings`; `mode` holds pg_upgrade's mode option
-    /// (`--link`, or none for a copy). The new cluster is not started. On
+    /// Upgrades this (stopped) cluster with pg_upgrade into `new`, made by
+    /// [`Cluster::new`] with the same settings and never started; `mode`
+    /// holds pg_upgrade's mode option (`--link`, or none for a copy). On
     /// failure returns pg_upgrade's output.
-    pub fn pg_upgrade(&self, name: &str, settings: &[&str], mode: &[&str]) -> Result<Cluster, String> {
-        let new = Cluster::new(name, settings);
+    pub fn pg_upgrade(&self, new: &Cluster, mode: &[&str]) -> Result<(), String> {
         let out = as_server_user(&self.bin.join("pg_upgrade"))
             .current_dir(&new.dir)
             .args(mode)
@@ -340,7 +339,7 @@ impl Cluster {
             .output()
             .unwrap();
         if out.status.success() {
-            Ok(new)
+            Ok(())
         } else {
             Err(format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
         }
