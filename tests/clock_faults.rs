@@ -65,7 +65,9 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     let pid: i32 = cancelled.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let canceller = std::thread::spawn({
         let mut s = c.connect();
+        let deadline = Instant::now() + Duration::from_secs(30);
         move || loop {
+            assert!(Instant::now() < deadline, "the call was never seen waiting");
             let sent: bool = s
                 .query_one(
                     "SELECT coalesce(bool_or(pg_cancel_backend(pid)), false) FROM pg_stat_activity

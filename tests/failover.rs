@@ -72,6 +72,9 @@ fn a_standby_with_a_clock_two_seconds_behind_takes_over_above_every_replicated_i
     let standby = Cluster::standby_with_fake_clock(&primary, "standby", &[]);
     standby.clock.as_ref().unwrap().set_offset(-2);
     standby.start();
+    let now = "SELECT extract(epoch FROM clock_timestamp())::float8";
+    let behind = primary.one::<f64>(now) - standby.one::<f64>(now);
+    assert!((1.5..2.5).contains(&behind), "the standby's clock is {behind} s behind, not 2");
     fail_over(primary, standby, false);
 }
 
