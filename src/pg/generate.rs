@@ -97,8 +97,9 @@ mod raw_tuplestore {
 }
 
 // Bulk generation is granted, not public: one call can run every ID of the
-// server up to snowflake_id.max_clock_drift ahead of the clock (a column
-// default cannot: single calls stay far below 4096 IDs per millisecond).
+// server up to snowflake_id.max_clock_drift ahead of the clock in seconds.
+// Single calls can too, but only a fraction of the time they run for, and a
+// column default needs them public (the README shows how to restrict them).
 pgrx::extension_sql!(
     "CREATE FUNCTION snowflake_next_ids(n integer) RETURNS SETOF bigint\n\
      STRICT VOLATILE PARALLEL SAFE ROWS 1000\n\
