@@ -56,7 +56,7 @@ standin_nextval(PG_FUNCTION_ARGS)
 
 #[test]
 fn both_extensions_load_in_either_order_and_both_generate() {
-    install_c_library("pgedge_standin", STAND_IN);
+    let _stand_in = install_c_library("pgedge_standin", STAND_IN);
     for order in ["snowflake_id,pgedge_standin", "pgedge_standin,snowflake_id"] {
         let c = Cluster::new(
             "coexist",

@@ -1,14 +1,20 @@
-//! The Debian package for PostgreSQL 15, as a DBA without Rust installs it:
-//! apt-get installs it, a server with the library preloaded passes the
-//! pg_regress suite, and apt-get remove leaves no file of it behind.
+//! The packages for PostgreSQL 15, as a DBA without Rust installs them: the
+//! Debian package (apt-get installs it, a server with the library preloaded
+//! passes the pg_regress suite, and apt-get remove leaves no file of it
+//! behind), and the tarball's install.sh (it refuses another major version,
+//! and what it installs passes the pg_regress suite).
 //!
-//! scripts/test runs this after scripts/package built the package, with the
-//! package's path in SNOWFLAKE_DEB. It replaces the files the other tests
-//! installed, so it runs last, on its own.
+//! scripts/test runs these after scripts/package built the packages, with
+//! their paths in SNOWFLAKE_DEB and SNOWFLAKE_TARBALL, one at a time. They
+//! replace the files the other tests installed, so they run last, on their own.
+
+// The packages tested are for Debian's PostgreSQL 15.
+#![cfg(feature = "pg15")]
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::{as_root, run_pg_regress, Cluster, REGRESS_SETTINGS};
 
@@ -24,7 +30,6 @@ fn files_of(deb: &str) -> Vec<String> {
         .collect()
 }
 
-#[cfg(feature = "pg15")]
 #[test]
 #[ignore = "needs the package: scripts/test runs it after scripts/package, with SNOWFLAKE_DEB set"]
 fn the_debian_package_installs_passes_pg_regress_and_removes_cleanly() {
@@ -72,5 +77,73 @@ impl Installed {
 impl Drop for Installed {
     fn drop(&mut self) {
         let _ = as_root("apt-get", &["remove", "-y", "-q", "postgresql-15-snowflake-id"]);
+    }
+}
+
+#[test]
+#[ignore = "needs the package: scripts/test runs it after scripts/package, with SNOWFLAKE_TARBALL set"]
+fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
+    let tarball = std::env::var("SNOWFLAKE_TARBALL").expect("SNOWFLAKE_TARBALL names the tarball to test");
+    let unpacked = Unpacked(PathBuf::from(format!("/tmp/sftarball-{}", std::process::id())));
+    std::fs::create_dir_all(&unpacked.0).unwrap();
+    let out = Command::new("tar").arg("-xzf").arg(&tarball).arg("-C").arg(&unpacked.0).output().unwrap();
+    assert!(out.status.success(), "tar: {}", String::from_utf8_lossy(&out.stderr));
+    let name = Path::new(&tarball).file_name().unwrap().to_str().unwrap().trim_end_matches(".tar.gz");
+    let install = unpacked.0.join(name).join("install.sh");
+
+    // A pg_config of another major version is refused before anything is copied.
+    let other = unpacked.0.join("pg_config_14");
+    std::fs::write(&other, "#!/bin/sh\ncase \"$1\" in --version) echo 'PostgreSQL 14.13' ;; *) echo /nonexistent ;; esac\n")
+        .unwrap();
+    assert!(Command::new("chmod").arg("755").arg(&other).status().unwrap().success());
+    let out = Command::new(&install).arg(&other).output().unwrap();
+    assert!(!out.status.success(), "install.sh accepted PostgreSQL 14");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("this package is for PostgreSQL 15"), "{stderr}");
+
+    let pg_config = common::pg_config();
+    let dir = |arg: &str| {
+        let out = Command::new(&pg_config).arg(arg).output().unwrap();
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    };
+    let mut files = vec![dir("--pkglibdir").join("snowflake_id.so")];
+    for f in std::fs::read_dir(unpacked.0.join(name).join("extension")).unwrap() {
+        files.push(dir("--sharedir").join("extension").join(f.unwrap().file_name()));
+    }
+    let installed = InstalledFiles(files);
+    for f in &installed.0 {
+        let _ = as_root("rm", &["-f", f.to_str().unwrap()]);
+    }
+    let out = as_root(install.to_str().unwrap(), &[pg_config.to_str().unwrap()]);
+    assert!(out.status.success(), "install.sh: {}", String::from_utf8_lossy(&out.stderr));
+    for f in &installed.0 {
+        assert!(f.exists(), "{} is installed", f.display());
+    }
+
+    let c = Cluster::new("tarball", &REGRESS_SETTINGS);
+    c.start();
+    if let Err(diffs) = run_pg_regress(&c, false) {
+        panic!("the installed tarball differs from the expected SQL surface:\n{diffs}");
+    }
+    c.stop();
+}
+
+/// The unpacked tarball, removed when the test ends.
+struct Unpacked(PathBuf);
+
+impl Drop for Unpacked {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The files install.sh copied, removed again when the test ends.
+struct InstalledFiles(Vec<PathBuf>);
+
+impl Drop for InstalledFiles {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = as_root("rm", &["-f", f.to_str().unwrap()]);
+        }
     }
 }

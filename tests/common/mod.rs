@@ -104,8 +104,10 @@ fn cluster_dir() -> PathBuf {
 /// Builds a small C library from `source` against the installation under test
 /// and installs it as `name` into its library directory: a stand-in for
 /// another extension (one that registers a WAL resource manager, or defines
-/// settings as pgEdge's snowflake does).
-pub fn install_c_library(name: &str, source: &str) {
+/// settings as pgEdge's snowflake does). It is removed again when the
+/// returned value is dropped.
+#[must_use = "the library is removed when this is dropped"]
+pub fn install_c_library(name: &str, source: &str) -> InstalledLibrary {
     let config = |arg: &str| {
         let out = Command::new(pg_config()).arg(arg).output().expect("pg_config runs");
         String::from_utf8(out.stdout).unwrap().trim().to_string()
@@ -131,6 +133,16 @@ pub fn install_c_library(name: &str, source: &str) {
     let ok = install.args(["-m", "755"]).arg(&so_file).arg(&dest).status().unwrap().success();
     assert!(ok, "install {name}.so into {}", dest.display());
     let _ = fs::remove_dir_all(&dir);
+    InstalledLibrary(dest.join(format!("{name}.so")))
+}
+
+/// A library [`install_c_library`] installed.
+pub struct InstalledLibrary(PathBuf);
+
+impl Drop for InstalledLibrary {
+    fn drop(&mut self) {
+        let _ = as_root("rm", &["-f", self.0.to_str().unwrap()]);
+    }
 }
 
 /// A clock file libfaketime re-reads every second or two, so a test can step the
