@@ -333,19 +333,6 @@ mod tests {
     }
 
     #[pg_test]
-    fn adopt_continues_a_kept_serial_with_its_increment() {
-        Spi::run(
-            "CREATE TABLE stepped (id serial PRIMARY KEY, v int);
-             ALTER SEQUENCE stepped_id_seq INCREMENT BY 10;
-             INSERT INTO stepped (v) SELECT g FROM generate_series(1, 3) g;",
-        )
-        .unwrap();
-        let last = one::<i64>("SELECT max(id)::bigint FROM stepped");
-        Spi::run("SELECT snowflake_adopt('stepped', 'id')").unwrap();
-        assert_eq!(one::<i64>("SELECT nextval('stepped_id_seq')"), last + 10);
-    }
-
-    #[pg_test]
     fn adopt_widens_a_partitioned_referencing_table_through_its_root() {
         Spi::run(
             "CREATE TABLE parent (id serial PRIMARY KEY);

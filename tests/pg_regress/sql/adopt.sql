@@ -32,6 +32,13 @@ INSERT INTO tickets (subject) VALUES ('a'), ('b'), ('c');
 SELECT snowflake_adopt('tickets', 'id');
 SELECT nextval('tickets_id_seq');
 
+-- A kept serial sequence continues by its increment, as the notice says.
+CREATE TABLE stepped (id serial PRIMARY KEY, v int);
+ALTER SEQUENCE stepped_id_seq INCREMENT BY 10;
+INSERT INTO stepped (v) SELECT g FROM generate_series(1, 3) g;
+SELECT snowflake_adopt('stepped', 'id');
+SELECT nextval('stepped_id_seq');
+
 -- Refusals. The first snowflake ID depends on the time: shown as N.
 CREATE TABLE labelled (code text PRIMARY KEY);
 CREATE TABLE huge (id bigint PRIMARY KEY);
