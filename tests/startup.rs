@@ -119,8 +119,13 @@ fn bad_identity_settings_stop_the_server() {
 fn a_setting_under_its_old_name_stops_the_server_with_the_new_name() {
     let c = Cluster::new("oldnames", &["include_if_exists = 'case.conf'"]);
     for (old, new) in [
+        ("snowflake.layout = 'twitter'", "snowflake_id.layout"),
+        ("snowflake.epoch = '2025-01-01'", "snowflake_id.epoch"),
+        ("snowflake.tick_ms = 1", "snowflake_id.tick_ms"),
+        ("snowflake.datacenter_id = 1", "snowflake_id.datacenter_id"),
         ("snowflake.worker_id = 7", "snowflake_id.worker_id"),
         ("snowflake.max_clock_drift = '1s'", "snowflake_id.max_clock_drift"),
+        ("snowflake.max_wait = '1s'", "snowflake_id.max_wait"),
     ] {
         c.write_data_file("case.conf", format!("{old}\n").as_bytes());
         let log_before = c.log().len();
