@@ -102,7 +102,7 @@ impl Drop for CheckpointDelay {
 mod test_pause {
     use pgrx::pg_sys;
 
-    pub const FILE_NAME: &str = "snowflake_id.test_pause";
+    const FILE_NAME: &str = "snowflake_id.test_pause";
 
     pub fn between_wal_and_file() {
         let pause = super::shmem::state_path().with_file_name(FILE_NAME);

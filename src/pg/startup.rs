@@ -147,8 +147,8 @@ fn new_generator(config: &Config, resume: Option<Mark>, path: &Path) -> Generato
 
 /// In pg_upgrade's new cluster, the old cluster's state file has not been
 /// brought over yet: the DBA copies it once pg_upgrade has finished. Record
-/// that the floor is unknown. A file already there is not the old cluster's:
-/// it is the new cluster's own, from a start before pg_upgrade, and no floor
+/// that the floor is unknown. A file already there is replaced too: it may be
+/// the new cluster's own, from a start before pg_upgrade, which is no floor
 /// for the old cluster's IDs.
 fn note_pg_upgrade(path: &Path) {
     let data_dir = path.parent().unwrap_or(Path::new("."));
@@ -162,8 +162,9 @@ fn note_pg_upgrade(path: &Path) {
              into it; that cluster may have issued IDs ahead of the clock"
         }
         Ok(Some(StateFile::Floor(_))) | Err(_) => {
-            "pg_upgrade created this cluster, and the state file it found here was written before pg_upgrade ran, \
-             not by the cluster it was upgraded from, which may have issued IDs ahead of the clock"
+            "pg_upgrade created this cluster, and a state file was already here when pg_upgrade first started it; \
+             it may be this cluster's own from before the upgrade, which is no floor for the IDs of the cluster it \
+             was upgraded from"
         }
     };
     if let Err(e) = state_file::write(path, &state_file::render_unknown(reason), marks::file_mode()) {
