@@ -25,9 +25,8 @@ fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
 #[test]
 fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
-    for old in ["0.1.0", "0.2.0"] {
-        install_extension_file(&sql.join(format!("snowflake_id--{old}.sql")));
-    }
+    let _old_scripts =
+        ["0.1.0", "0.2.0"].map(|old| install_extension_file(&sql.join(format!("snowflake_id--{old}.sql"))));
     let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
     c.connect().batch_execute("CREATE DATABASE fresh").unwrap();

@@ -74,7 +74,7 @@ fn a_standby_with_a_clock_two_seconds_behind_takes_over_above_every_replicated_i
     standby.start();
     let now = "SELECT extract(epoch FROM clock_timestamp())::float8";
     let behind = primary.one::<f64>(now) - standby.one::<f64>(now);
-    assert!((1.5..2.5).contains(&behind), "the standby's clock is {behind} s behind, not 2");
+    assert!((1.0..3.0).contains(&behind), "the standby's clock is {behind} s behind, not 2");
     fail_over(primary, standby, false);
 }
 

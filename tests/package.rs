@@ -93,8 +93,11 @@ fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
 
     // A pg_config of another major version is refused before anything is copied.
     let other = unpacked.0.join("pg_config_14");
-    std::fs::write(&other, "#!/bin/sh\ncase \"$1\" in --version) echo 'PostgreSQL 14.13' ;; *) echo /nonexistent ;; esac\n")
-        .unwrap();
+    std::fs::write(
+        &other,
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'PostgreSQL 14.13' ;; *) echo /nonexistent ;; esac\n",
+    )
+    .unwrap();
     assert!(Command::new("chmod").arg("755").arg(&other).status().unwrap().success());
     let out = Command::new(&install).arg(&other).output().unwrap();
     assert!(!out.status.success(), "install.sh accepted PostgreSQL 14");
@@ -110,10 +113,9 @@ fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
     for f in std::fs::read_dir(unpacked.0.join(name).join("extension")).unwrap() {
         files.push(dir("--sharedir").join("extension").join(f.unwrap().file_name()));
     }
+    // The test build's copies go first, so that only install.sh can put them back.
     let installed = InstalledFiles(files);
-    for f in &installed.0 {
-        let _ = as_root("rm", &["-f", f.to_str().unwrap()]);
-    }
+    installed.remove();
     let out = as_root(install.to_str().unwrap(), &[pg_config.to_str().unwrap()]);
     assert!(out.status.success(), "install.sh: {}", String::from_utf8_lossy(&out.stderr));
     for f in &installed.0 {
@@ -137,13 +139,19 @@ impl Drop for Unpacked {
     }
 }
 
-/// The files install.sh copied, removed again when the test ends.
+/// The files install.sh copies, removed again when the test ends.
 struct InstalledFiles(Vec<PathBuf>);
 
-impl Drop for InstalledFiles {
-    fn drop(&mut self) {
+impl InstalledFiles {
+    fn remove(&self) {
         for f in &self.0 {
             let _ = as_root("rm", &["-f", f.to_str().unwrap()]);
         }
+    }
+}
+
+impl Drop for InstalledFiles {
+    fn drop(&mut self) {
+        self.remove();
     }
 }

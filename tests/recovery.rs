@@ -297,7 +297,8 @@ fn crc32(bytes: &[u8]) -> u32 {
 
 #[test]
 fn an_upgrade_from_0_2_0_continues_above_its_state_file_with_no_marks_in_wal_yet() {
-    install_extension_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/snowflake_id--0.2.0.sql"));
+    let _old_script =
+        install_extension_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/snowflake_id--0.2.0.sql"));
     let c = Cluster::new("fromv1", &["snowflake_id.datacenter_id = 3", "snowflake_id.worker_id = 7"]);
     // The state file as 0.2.0 left it: a mark an hour ahead of the clock.
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;

@@ -49,7 +49,9 @@ pub fn bindir() -> PathBuf {
 
 /// Copies a file into the installation's `extension` directory (as root, or
 /// through sudo), as an older release of the extension would have left it.
-pub fn install_extension_file(src: &Path) {
+/// It is removed again when the returned value is dropped.
+#[must_use = "the file is removed when this is dropped"]
+pub fn install_extension_file(src: &Path) -> InstalledFile {
     let out = Command::new(pg_config()).arg("--sharedir").output().expect("pg_config runs");
     let dest = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("extension");
     let mut install = if running_as_root() { Command::new("install") } else { Command::new("sudo") };
@@ -58,6 +60,7 @@ pub fn install_extension_file(src: &Path) {
     }
     let ok = install.args(["-m", "644"]).arg(src).arg(&dest).status().unwrap().success();
     assert!(ok, "install {} into {}", src.display(), dest.display());
+    InstalledFile(dest.join(src.file_name().expect("a file")))
 }
 
 fn running_as_root() -> bool {
@@ -107,7 +110,7 @@ fn cluster_dir() -> PathBuf {
 /// settings as pgEdge's snowflake does). It is removed again when the
 /// returned value is dropped.
 #[must_use = "the library is removed when this is dropped"]
-pub fn install_c_library(name: &str, source: &str) -> InstalledLibrary {
+pub fn install_c_library(name: &str, source: &str) -> InstalledFile {
     let config = |arg: &str| {
         let out = Command::new(pg_config()).arg(arg).output().expect("pg_config runs");
         String::from_utf8(out.stdout).unwrap().trim().to_string()
@@ -133,13 +136,13 @@ pub fn install_c_library(name: &str, source: &str) -> InstalledLibrary {
     let ok = install.args(["-m", "755"]).arg(&so_file).arg(&dest).status().unwrap().success();
     assert!(ok, "install {name}.so into {}", dest.display());
     let _ = fs::remove_dir_all(&dir);
-    InstalledLibrary(dest.join(format!("{name}.so")))
+    InstalledFile(dest.join(format!("{name}.so")))
 }
 
-/// A library [`install_c_library`] installed.
-pub struct InstalledLibrary(PathBuf);
+/// A file a test put into the PostgreSQL installation; removed when dropped.
+pub struct InstalledFile(PathBuf);
 
-impl Drop for InstalledLibrary {
+impl Drop for InstalledFile {
     fn drop(&mut self) {
         let _ = as_root("rm", &["-f", self.0.to_str().unwrap()]);
     }
