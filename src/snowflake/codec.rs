@@ -77,6 +77,25 @@ impl Codec {
         Codec { layout, time }
     }
 
+    /// The fields of an ID, checking that it has no bit set outside them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use snowflake_id::snowflake::codec::{Codec, DecodeError};
+    /// use snowflake_id::snowflake::layout::Layout;
+    /// use snowflake_id::snowflake::time::{TimeBase, UnixMillis};
+    ///
+    /// // Discord's layout and epoch, and the ID from its documentation.
+    /// let layout = Layout::parse("timestamp:41,datacenter:5,worker:5,sequence:12").unwrap();
+    /// let codec = Codec::new(layout, TimeBase::new(UnixMillis(1_420_070_400_000), 1).unwrap());
+    /// let d = codec.decode(175_928_847_299_117_063)?;
+    /// assert_eq!(codec.instant_of(d.tick).unwrap().to_string(), "2016-04-30 11:18:25.796+00");
+    /// assert_eq!((d.datacenter, d.worker, d.sequence, d.clock_back), (Some(1), Some(0), 7, None));
+    ///
+    /// assert_eq!(codec.decode(-1), Err(DecodeError::Negative));
+    /// # Ok::<(), DecodeError>(())
+    /// ```
     pub fn decode(&self, id: i64) -> Result<Decoded, DecodeError> {
         let raw = u64::try_from(id).map_err(|_| DecodeError::Negative)?;
         let mut covered = 0u64;
@@ -206,7 +225,8 @@ impl IdTemplate {
         self.max_tick
     }
 
-    /// The largest value of the clock_back field, `None` when the layout lacks it.
+    /// The largest value of the clock_back field, `None` when the layout lacks
+    /// it: [`Layout::max_clock_back`], kept unpacked with the other fields.
     #[inline]
     pub fn max_clock_back(&self) -> Option<u64> {
         (self.max_clock_back > 0).then_some(self.max_clock_back)
@@ -214,6 +234,27 @@ impl IdTemplate {
 
     /// The ID at `position`. The caller keeps the tick within the timestamp field
     /// and `clock_back` within its field (zero without one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use snowflake_id::snowflake::codec::{Codec, Node};
+    /// use snowflake_id::snowflake::layout::Layout;
+    /// use snowflake_id::snowflake::time::{TimeBase, UnixMillis};
+    ///
+    /// let layout = Layout::parse("timestamp:41,datacenter:5,worker:5,sequence:12").unwrap();
+    /// let codec = Codec::new(layout, TimeBase::new(UnixMillis(1_735_689_600_000), 1).unwrap());
+    /// let template = codec.template(Node { datacenter: 3, worker: 7 });
+    ///
+    /// // Sequence 5 of the tick 1000 ms after the epoch.
+    /// let id = template.encode(template.position(1000) + 5, 0);
+    /// assert_eq!(id, (1000 << 22) | (3 << 17) | (7 << 12) | 5);
+    /// let d = codec.decode(id).unwrap();
+    /// assert_eq!((d.tick, d.datacenter, d.worker, d.sequence), (1000, Some(3), Some(7), 5));
+    ///
+    /// // The next position is the next ID.
+    /// assert_eq!(template.encode(template.position(1000) + 6, 0), id + 1);
+    /// ```
     #[inline]
     pub fn encode(&self, position: u64, clock_back: u64) -> i64 {
         let id = self.node_bits
@@ -295,6 +336,12 @@ mod tests {
             prop_assert_eq!(d.datacenter, layout.field(Field::Datacenter).map(|_| node.datacenter));
             prop_assert_eq!(d.worker, layout.field(Field::Worker).map(|_| node.worker));
             prop_assert_eq!(d.clock_back, layout.field(Field::ClockBack).map(|_| cb));
+        }
+
+        #[test]
+        fn the_template_and_its_layout_agree_on_max_clock_back(layout in arb_layout()) {
+            let t = Codec::new(layout, TimeBase::new(UnixMillis(0), 1).unwrap()).template(Node::default());
+            prop_assert_eq!(t.max_clock_back(), layout.max_clock_back());
         }
 
         #[test]

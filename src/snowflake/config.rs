@@ -99,9 +99,8 @@ impl Config {
 pub fn parse_identity_number(setting: &'static str, text: &str) -> Result<i64, ConfigError> {
     let t = text.trim();
     let digits = t.strip_prefix('-').unwrap_or(t);
-    let plain = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'));
+    let plain =
+        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
     let refuse = || ConfigError {
         setting,
         value: text.to_string(),
@@ -113,10 +112,8 @@ pub fn parse_identity_number(setting: &'static str, text: &str) -> Result<i64, C
     if !plain {
         return Err(refuse());
     }
-    t.parse::<i64>().map_err(|_| ConfigError {
-        detail: "The value is far outside the range of the setting.".into(),
-        ..refuse()
-    })
+    t.parse::<i64>()
+        .map_err(|_| ConfigError { detail: "The value is far outside the range of the setting.".into(), ..refuse() })
 }
 
 /// Checks a layout setting on its own (a preset, or a field list within 63 bits).
@@ -138,9 +135,8 @@ pub fn check_epoch(text: &str, now: UnixMillis) -> Result<UnixMillis, ConfigErro
         detail: sentence(&detail),
         hint: hint.to_string(),
     };
-    let epoch = parse_instant(text).map_err(|e| {
-        err(e, "Write a timestamp such as '2025-01-01 00:00:00+00' or a number of Unix milliseconds.")
-    })?;
+    let epoch = parse_instant(text)
+        .map_err(|e| err(e, "Write a timestamp such as '2025-01-01 00:00:00+00' or a number of Unix milliseconds."))?;
     if epoch.0 < 0 {
         return Err(err("the epoch is before 1970-01-01".into(), "Choose an epoch after 1970."));
     }
@@ -239,7 +235,8 @@ mod tests {
     #[test]
     fn identity_numbers_are_plain_decimal() {
         let w = "snowflake_id.worker_id";
-        for (text, want) in [("7", 7), ("0", 0), ("31", 31), (" 12 ", 12), ("-1", -1), ("99999999999", 99_999_999_999)] {
+        for (text, want) in [("7", 7), ("0", 0), ("31", 31), (" 12 ", 12), ("-1", -1), ("99999999999", 99_999_999_999)]
+        {
             assert_eq!(parse_identity_number(w, text).map_err(|e| e.detail), Ok(want), "{text:?}");
         }
         for text in ["010", "0x1f", "7.5", "7ms", "+7", "1e2", "", "-", "-07", "٣", "７"] {
@@ -248,6 +245,62 @@ mod tests {
             assert!(e.detail.contains("decimal digits") && e.hint.contains("plain decimal digits"), "{e:?}");
             assert!(!e.hint.contains("fraction"), "the hint must not suggest other forms: {}", e.hint);
         }
+    }
+
+    #[test]
+    fn identity_number_refusals_say_why_and_how_to_fix_it() {
+        let w = "snowflake_id.worker_id";
+        let how = "The value must be a whole number written in decimal digits, such as 7: no leading zero, \
+                   fraction, exponent, unit or other base.";
+        let range = "The value is far outside the range of the setting.";
+        let hint = "Write snowflake_id.worker_id in plain decimal digits, such as 7.";
+        for (text, detail) in [
+            ("010", how),
+            ("", how),
+            ("-", how),
+            ("0x1f", how),
+            ("9223372036854775808", range),
+            ("-9223372036854775809", range),
+            ("99999999999999999999999", range),
+        ] {
+            let e = parse_identity_number(w, text).expect_err(text);
+            assert_eq!(e, ConfigError { setting: w, value: text.into(), detail: detail.into(), hint: hint.into() });
+        }
+        // The ends of the range, and zero however it is signed, are numbers.
+        assert_eq!(parse_identity_number(w, "9223372036854775807"), Ok(i64::MAX));
+        assert_eq!(parse_identity_number(w, "-9223372036854775808"), Ok(i64::MIN));
+        assert_eq!(parse_identity_number(w, "-0"), Ok(0));
+        let d = parse_identity_number("snowflake_id.datacenter_id", "1.0").unwrap_err();
+        assert_eq!(d.hint, "Write snowflake_id.datacenter_id in plain decimal digits, such as 7.");
+    }
+
+    #[test]
+    fn the_epoch_may_be_1970_or_now_but_not_a_millisecond_outside() {
+        let before_1970 = ConfigError {
+            setting: "snowflake_id.epoch",
+            value: "-1".into(),
+            detail: "The epoch is before 1970-01-01.".into(),
+            hint: "Choose an epoch after 1970.".into(),
+        };
+        assert_eq!(check_epoch("-1", NOW), Err(before_1970));
+        assert_eq!(check_epoch("0", NOW), Ok(UnixMillis(0)));
+        assert_eq!(check_epoch("1", NOW), Ok(UnixMillis(1)));
+        assert_eq!(check_epoch("1970-01-01", NOW), Ok(UnixMillis(0)));
+
+        let at = |ms: i64| check_epoch(&ms.to_string(), NOW);
+        assert_eq!(at(NOW.0 - 1), Ok(UnixMillis(NOW.0 - 1)));
+        assert_eq!(at(NOW.0), Ok(NOW), "an epoch of now is not in the future");
+        let e = at(NOW.0 + 1).unwrap_err();
+        assert_eq!(e.setting, "snowflake_id.epoch");
+        assert_eq!(e.value, (NOW.0 + 1).to_string());
+        assert_eq!(e.detail, "The epoch is in the future (the server's clock says 2026-11-18 11:06:40+00).");
+        assert_eq!(
+            e.hint,
+            "Choose an epoch before the first ID; check the system clock if it should already have passed."
+        );
+        // At the very start of 1970 both checks meet: an epoch of now is fine.
+        assert_eq!(check_epoch("0", UnixMillis(0)), Ok(UnixMillis(0)));
+        assert!(check_epoch("1", UnixMillis(0)).unwrap_err().detail.starts_with("The epoch is in the future"));
     }
 
     #[test]

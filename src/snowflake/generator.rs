@@ -1,6 +1,28 @@
 //! The generator: a logical clock over (tick, sequence) positions with a durable
 //! high-water mark.
 //!
+//! # Terms
+//!
+//! - *Position*: an ID's tick and sequence as one number,
+//!   `tick << sequence_bits | sequence` (see [`IdTemplate`]). Consecutive
+//!   positions are consecutive IDs of a node, and a node's IDs of one era
+//!   are ordered by position.
+//! - *Era*: the clock_back value. A layout without a clock_back field has
+//!   only era 0; with one, the generator starts the next era when the wall
+//!   clock goes back (see the invariants below).
+//! - *Mark* ([`Mark`]), the high-water mark of the user docs and of
+//!   `snowflake_status()`: a position with its era such that no ID at or
+//!   after it in that era, and none in a later era, was issued. A new mark is
+//!   made durable, in WAL and in the state file, before any ID at or beyond
+//!   the old one is handed out.
+//! - *Resume point* ([`Generator::resume_point`]): the exact next free
+//!   position, recorded in the state file at a clean shutdown instead of a
+//!   mark set ahead. It is a mark too, the tightest one: the next start
+//!   continues there without a gap.
+//! - *Window* ([`MARK_WINDOW_MS`], [`window_ticks`]): how far a new mark
+//!   reaches past the IDs asked for (or past the wall clock, when that is
+//!   later), so that one durable write covers many IDs.
+//!
 //! # Invariants
 //! - Positions are handed out in strictly increasing order within one
 //!   clock_back era, so one node never issues the same ID twice and its IDs
@@ -9,7 +31,7 @@
 //!   caller to make a new mark durable ([`Refusal::NeedMark`]) before it issues
 //!   beyond the old one, and asks for the next mark early ([`Grant::renew`]) so
 //!   that under steady load no caller waits for a write. A generator resumed
-//!   from the last durable mark, or raised to it by [`Generator::raise_floor`]
+//!   from the last durable mark, or raised to it by [`Generator::raise_mark`]
 //!   (WAL redo on a standby or in recovery), therefore continues above every ID
 //!   issued before, whatever the wall clock did meanwhile.
 //! - An issued tick is at most `max_drift` ticks ahead of the wall clock
@@ -24,6 +46,17 @@
 //! replayed.
 
 use super::codec::IdTemplate;
+use super::time::TimeBase;
+
+/// How far ahead each durable mark reserves: a write every ¾ second at most
+/// under full load, and after a crash the IDs run at most this far ahead of
+/// the clock.
+pub const MARK_WINDOW_MS: u64 = 1000;
+
+/// [`MARK_WINDOW_MS`] in ticks of `time`; at least one tick.
+pub fn window_ticks(time: &TimeBase) -> u64 {
+    time.ticks_in(MARK_WINDOW_MS).max(1)
+}
 
 /// A high-water mark: no ID of era `clock_back` was issued at or after
 /// `position`, and none in a later era.
@@ -114,11 +147,6 @@ impl Block {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// The tick of the last ID in the block.
-    pub fn last_tick(&self) -> u64 {
-        self.template.tick_of(self.first + self.len.saturating_sub(1))
     }
 }
 
@@ -219,6 +247,34 @@ impl Generator {
     /// Hands out up to `want` (at least one) consecutive IDs against the wall
     /// clock tick `now`, never more than `max_drift` ticks ahead of it, and
     /// never at or beyond the durable mark.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use snowflake_id::snowflake::codec::{Codec, Node};
+    /// use snowflake_id::snowflake::generator::{window_ticks, Generator, Refusal};
+    /// use snowflake_id::snowflake::layout::Layout;
+    /// use snowflake_id::snowflake::time::{TimeBase, UnixMillis};
+    ///
+    /// let layout = Layout::parse("timestamp:41,datacenter:5,worker:5,sequence:12").unwrap();
+    /// let codec = Codec::new(layout, TimeBase::new(UnixMillis(1_735_689_600_000), 1).unwrap());
+    /// let template = codec.template(Node { datacenter: 3, worker: 7 });
+    /// let mut g = Generator::new(template, window_ticks(&codec.time), None).unwrap();
+    /// let now = 5_000; // the wall clock, in ticks since the epoch
+    ///
+    /// // Nothing is issued before a mark is durable: the caller writes it
+    /// // (to WAL and the state file) and reports it.
+    /// let Err(Refusal::NeedMark(mark)) = g.reserve(now, 3, 0) else { panic!("a first mark is needed") };
+    /// // A window (1000 ticks of 1 ms) past the three IDs asked for.
+    /// assert_eq!(mark.position, template.position(5_000 + 1000) + 3);
+    /// g.mark_written(mark);
+    ///
+    /// let grant = g.reserve(now, 3, 0).unwrap();
+    /// let ids: Vec<i64> = grant.block.collect();
+    /// assert_eq!(ids, [template.encode(template.position(5_000), 0), ids[0] + 1, ids[0] + 2]);
+    /// assert_eq!(codec.decode(ids[0]).unwrap().tick, 5_000);
+    /// assert_eq!(grant.renew, None, "the mark is still far ahead");
+    /// ```
     #[inline]
     pub fn reserve(&mut self, now: i64, want: u64, max_drift: u64) -> Result<Grant, Refusal> {
         debug_assert!(want > 0);
@@ -274,7 +330,10 @@ impl Generator {
         self.count(start, end, now);
         self.next = end + 1;
         self.fresh = false;
-        Ok(Grant { block: Block { template: t, first: start, len: end - start + 1, clock_back: self.clock_back }, renew })
+        Ok(Grant {
+            block: Block { template: t, first: start, len: end - start + 1, clock_back: self.clock_back },
+            renew,
+        })
     }
 
     /// Records that `mark` is durable (in WAL and the state file). A mark of
@@ -290,10 +349,10 @@ impl Generator {
         self.requested = self.durable;
     }
 
-    /// Raises the floor to a mark written by this server's past or its
+    /// Raises the durable mark to one written by this server's past or its
     /// primary, replayed from WAL: everything below it counts as issued.
-    /// Returns whether the floor moved.
-    pub fn raise_floor(&mut self, mark: Mark) -> Result<bool, ClockBackOutOfRange> {
+    /// Returns whether the mark moved.
+    pub fn raise_mark(&mut self, mark: Mark) -> Result<bool, ClockBackOutOfRange> {
         self.check_era(mark.clock_back)?;
         if self.covers(&mark) {
             return Ok(false);

@@ -141,6 +141,24 @@ impl std::error::Error for LayoutError {}
 impl Layout {
     /// Parses a specification such as `timestamp:41,datacenter:5,worker:5,sequence:12`.
     /// Names are case-insensitive; spaces around items are ignored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use snowflake_id::snowflake::layout::{BitField, Field, Layout, LayoutError};
+    ///
+    /// let layout = Layout::parse("timestamp:41, datacenter:5, worker:5, sequence:12")?;
+    /// assert_eq!(layout.timestamp(), BitField { shift: 22, width: 41 });
+    /// assert_eq!(layout.field(Field::Worker), Some(BitField { shift: 12, width: 5 }));
+    /// assert_eq!(layout.max_clock_back(), None);
+    /// assert_eq!(layout.bits(), 63);
+    /// assert_eq!(layout.to_string(), "timestamp:41,datacenter:5,worker:5,sequence:12");
+    ///
+    /// // IDs must increase with time, and fit a non-negative bigint.
+    /// assert_eq!(Layout::parse("sequence:12,timestamp:41"), Err(LayoutError::SequenceAboveTimestamp));
+    /// assert_eq!(Layout::parse("timestamp:52,sequence:12"), Err(LayoutError::TooWide(64)));
+    /// # Ok::<(), LayoutError>(())
+    /// ```
     pub fn parse(spec: &str) -> Result<Layout, LayoutError> {
         let mut fields = [None; 6];
         let mut order = [Field::Reserved; 6];
@@ -193,6 +211,12 @@ impl Layout {
     #[inline]
     pub fn field(&self, field: Field) -> Option<BitField> {
         self.fields[field.index()]
+    }
+
+    /// The largest value of the clock_back field; `None` when the layout has
+    /// no clock_back field (it then never counts clock step backs).
+    pub fn max_clock_back(&self) -> Option<u64> {
+        self.field(Field::ClockBack).map(|b| b.max())
     }
 
     /// The width of a field, zero when the layout lacks it.
@@ -296,6 +320,15 @@ pub(crate) mod tests {
         assert!(!l.holds(Field::Worker, 1));
         assert!(l.holds(Field::Sequence, 65_535));
         assert!(!l.holds(Field::Sequence, 65_536));
+    }
+
+    #[test]
+    fn max_clock_back_is_the_fields_largest_value() {
+        let max = |spec| Layout::parse(spec).unwrap().max_clock_back();
+        assert_eq!(max("timestamp:41,datacenter:5,worker:5,sequence:12"), None);
+        assert_eq!(max("clock_back:1,timestamp:40,sequence:12"), Some(1));
+        assert_eq!(max("clock_back:2,timestamp:30,worker:3,sequence:2"), Some(3));
+        assert_eq!(max("timestamp:20,sequence:4,clock_back:31"), Some(i32::MAX as u64));
     }
 
     pub(crate) fn arb_layout() -> impl Strategy<Value = Layout> {

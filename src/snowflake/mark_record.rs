@@ -4,7 +4,7 @@
 //! a record keeps the mark as an instant and a sequence, with the scale it was
 //! written in. Read back under other settings (a changed epoch, tick or layout,
 //! or a standby configured differently from its primary) it is rounded up to a
-//! whole tick, so it stays a floor.
+//! whole tick, so it stays a mark: rounding up only rules out more.
 
 use super::codec::{Codec, Node};
 use super::generator::Mark;
@@ -83,6 +83,7 @@ mod tests {
         let old = codec("timestamp:41,worker:10,sequence:12", 0, 10);
         let m = Mark { position: (100 << 12) | 5, clock_back: 1, wall: None };
         let r = MarkRecord::new(&m, &old); // 1000 ms, sequence 5 of a 10 ms tick
+
         // Millisecond ticks: the old tick 1000..1010 ms counts as used.
         let new = codec("timestamp:41,worker:10,sequence:12", 0, 1);
         assert_eq!(r.to_mark(&new).position, 1010 << 12);

@@ -6,7 +6,7 @@
 //! also written to this file (and fsynced) before it is used, and WAL redo
 //! writes the file too. The file is what a server starts from; redo raises it.
 //! It also keeps what WAL cannot: the exact point a clean shutdown stopped at,
-//! and the note that a cluster made by pg_upgrade does not know its floor.
+//! and the note that a cluster made by pg_upgrade does not know its mark.
 //!
 //! The file is small text a DBA can read, with a CRC so that a torn or edited
 //! file is noticed instead of trusted. It is replaced atomically: written to a
@@ -32,14 +32,14 @@ const VERSION: &str = "2";
 /// What a state file says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StateFile {
-    /// A floor to resume above.
-    Floor(StateRecord),
-    /// This data directory's floor is unknown (it was made by pg_upgrade): the
+    /// A mark to resume from (with `exact`, the resume point).
+    Mark(StateRecord),
+    /// This data directory's mark is unknown (it was made by pg_upgrade): the
     /// server must not generate until the DBA supplies the old cluster's file.
     Unknown { reason: String },
 }
 
-/// A floor, and the settings in force when it was written.
+/// A mark, and the settings in force when it was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateRecord {
     pub mark: MarkRecord,
@@ -99,7 +99,7 @@ impl StateRecord {
     }
 }
 
-/// The file of a data directory whose floor is unknown.
+/// The file of a data directory whose mark is unknown.
 pub fn render_unknown(reason: &str) -> String {
     let mut body = String::with_capacity(512);
     body.push_str("# snowflake_id generator state: the high-water mark of this data directory is unknown.\n");
@@ -163,7 +163,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
         Some(bits) => bits,
         None => super::layout::Layout::parse(&layout).map_or(0, |l| l.sequence().width),
     };
-    Ok(StateFile::Floor(StateRecord {
+    Ok(StateFile::Mark(StateRecord {
         mark: MarkRecord {
             instant: instant("mark_unix_ms")?,
             sequence,
@@ -217,8 +217,13 @@ pub fn write(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, path)?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    File::open(dir)?.sync_all()
+    File::open(dir_of(path))?.sync_all()
+}
+
+/// The directory that holds `path`, to flush after a rename: `.` for a bare
+/// file name, whose parent is the empty path.
+fn dir_of(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
 pub fn temp_path(path: &Path) -> PathBuf {
@@ -290,7 +295,7 @@ mod tests {
     fn render_parse_round_trip() {
         for exact in [false, true] {
             let r = record(exact);
-            assert_eq!(parse(&r.render()), Ok(StateFile::Floor(r.clone())));
+            assert_eq!(parse(&r.render()), Ok(StateFile::Mark(r.clone())));
             assert_eq!(r.mark.to_mark(&codec()), mark());
         }
         let unknown = render_unknown("pg_upgrade made this cluster");
@@ -306,7 +311,7 @@ mod tests {
                     layout=timestamp:41,datacenter:5,worker:5,sequence:12\nepoch_unix_ms=1735689600000\n\
                     tick_ms=1\ndatacenter_id=3\nworker_id=7\n";
         let text = seal(body.to_string());
-        let StateFile::Floor(r) = parse(&text).unwrap() else { panic!("a floor") };
+        let StateFile::Mark(r) = parse(&text).unwrap() else { panic!("a mark") };
         assert_eq!((r.mark.instant, r.mark.sequence, r.mark.clock_back), (UnixMillis(1_795_338_452_245), 0, 1));
         assert_eq!((r.mark.wall, r.mark.sequence_bits, r.exact), (None, 12, false));
         assert_eq!(r.node, Node { datacenter: 3, worker: 7 });
@@ -334,7 +339,7 @@ mod tests {
         let path = dir.file();
         assert!(read(&path).unwrap().is_none(), "no file");
         write(&path, &record(false).render(), 0o600).unwrap();
-        assert_eq!(read(&path).unwrap(), Some(StateFile::Floor(record(false))));
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Mark(record(false))));
         assert!(!temp_path(&path).exists());
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         // A cluster with group access (initdb --allow-group-access) gets 0640,
@@ -354,11 +359,47 @@ mod tests {
         std::os::unix::fs::symlink(&victim, temp_path(&path)).unwrap();
         write(&path, &record(false).render(), 0o600).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched");
-        assert_eq!(read(&path).unwrap(), Some(StateFile::Floor(record(false))));
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Mark(record(false))));
         // A stale temporary file from a crash is replaced, not appended to.
         fs::write(temp_path(&path), "stale and longer than anything we write ".repeat(40)).unwrap();
         write(&path, &record(true).render(), 0o600).unwrap();
-        assert_eq!(read(&path).unwrap(), Some(StateFile::Floor(record(true))));
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Mark(record(true))));
+    }
+
+    #[test]
+    fn a_write_with_no_temporary_file_left_succeeds() {
+        let dir = Scratch::new("fresh");
+        let path = dir.file();
+        assert!(!temp_path(&path).exists());
+        write(&path, &record(false).render(), 0o600).expect("nothing to remove is no error");
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Mark(record(false))));
+        assert!(!temp_path(&path).exists());
+    }
+
+    #[test]
+    fn a_temporary_name_that_cannot_be_removed_fails_the_write_and_keeps_the_old_file() {
+        let dir = Scratch::new("stuck");
+        let path = dir.file();
+        write(&path, &record(false).render(), 0o600).unwrap();
+        // A non-empty directory under the temporary name: unlink refuses it.
+        fs::create_dir(temp_path(&path)).unwrap();
+        fs::write(temp_path(&path).join("inside"), "x").unwrap();
+        let e = write(&path, &record(true).render(), 0o600).unwrap_err();
+        // The removal's own error, not the one creating the file would give.
+        assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}");
+        assert_eq!(read(&path).unwrap(), Some(StateFile::Mark(record(false))), "the old file is intact");
+        assert!(temp_path(&path).join("inside").exists(), "nothing under the temporary name was touched");
+    }
+
+    #[test]
+    fn the_directory_flushed_is_the_files_own_or_the_current_one() {
+        assert_eq!(dir_of(Path::new(FILE_NAME)), Path::new("."), "a bare name's parent is empty");
+        assert_eq!(dir_of(Path::new("./snowflake_id.state")), Path::new("."));
+        assert_eq!(dir_of(Path::new("pgdata/snowflake_id.state")), Path::new("pgdata"));
+        assert_eq!(dir_of(Path::new("/var/lib/pgdata/snowflake_id.state")), Path::new("/var/lib/pgdata"));
+        assert_eq!(dir_of(Path::new("/snowflake_id.state")), Path::new("/"));
+        let dir = Scratch::new("dir");
+        assert_eq!(dir_of(&dir.file()), dir.0.as_path());
     }
 
     #[test]

@@ -56,6 +56,18 @@ impl Caller {
     }
 }
 
+#[test]
+fn the_window_is_a_second_of_ticks_and_at_least_one() {
+    let ticks = |tick_ms| window_ticks(&TimeBase::new(UnixMillis(0), tick_ms).unwrap());
+    assert_eq!(MARK_WINDOW_MS, 1000);
+    assert_eq!(ticks(1), 1000);
+    assert_eq!(ticks(10), 100);
+    assert_eq!(ticks(3), 333, "rounded down");
+    assert_eq!(ticks(1000), 1);
+    assert_eq!(ticks(1500), 1, "a tick longer than the window still reaches one tick ahead");
+    assert_eq!(ticks(60_000), 1);
+}
+
 const SMALL: &str = "timestamp:30,worker:3,sequence:2"; // 4 IDs per tick
 
 #[test]
@@ -97,7 +109,8 @@ fn a_block_stops_at_the_drift_bound() {
 #[test]
 fn a_block_stops_at_the_durable_mark_and_asks_for_the_rest() {
     let t = template(SMALL);
-    let mut g = Generator::new(t, 10, Some(Mark { position: t.position(105), clock_back: 0, wall: Some(100) })).unwrap();
+    let mut g =
+        Generator::new(t, 10, Some(Mark { position: t.position(105), clock_back: 0, wall: Some(100) })).unwrap();
     // Positions 100..105 of the old mark count as issued; nothing at or above 105.
     let Err(Refusal::NeedMark(m)) = g.reserve(100, 100, 1000) else { panic!() };
     assert_eq!(m.position, t.position(105) + 100 + t.position(10), "the mark covers the whole block wanted");
@@ -298,7 +311,7 @@ fn clock_back_mode_errors_when_the_counter_would_wrap() {
 }
 
 #[test]
-fn a_replayed_mark_raises_the_floor_of_a_standby() {
+fn a_replayed_mark_raises_the_mark_of_a_standby() {
     let t = template(SMALL);
     // The primary issues IDs under marks; the standby starts from an older
     // mark (its base backup) and replays the later ones from WAL.
@@ -311,7 +324,7 @@ fn a_replayed_mark_raises_the_floor_of_a_standby() {
     }
     let mut standby = Generator::new(t, 10, base).unwrap();
     for m in &primary.written {
-        standby.raise_floor(*m).unwrap();
+        standby.raise_mark(*m).unwrap();
     }
     let (s, p) = (standby.mark(), primary.g.mark());
     assert_eq!((s.position, s.clock_back), (p.position, p.clock_back));
@@ -322,16 +335,16 @@ fn a_replayed_mark_raises_the_floor_of_a_standby() {
     assert!(next > *issued.iter().max().unwrap());
     // An older or equal mark changes nothing; one of an era the layout lacks is refused.
     let before = promoted.g.mark();
-    assert_eq!(promoted.g.raise_floor(primary.written[0]), Ok(false));
+    assert_eq!(promoted.g.raise_mark(primary.written[0]), Ok(false));
     assert_eq!(promoted.g.mark(), before);
-    assert!(promoted.g.raise_floor(Mark { position: 0, clock_back: 1, wall: None }).is_err());
+    assert!(promoted.g.raise_mark(Mark { position: 0, clock_back: 1, wall: None }).is_err());
 }
 
 #[test]
 fn a_replayed_mark_of_a_later_era_switches_the_standby_to_it() {
     let t = template(WITH_CB);
     let mut standby = Generator::new(t, 10, None).unwrap();
-    standby.raise_floor(Mark { position: t.position(510), clock_back: 1, wall: Some(500) }).unwrap();
+    standby.raise_mark(Mark { position: t.position(510), clock_back: 1, wall: Some(500) }).unwrap();
     assert_eq!(standby.clock_back(), 1);
     let mut promoted = Caller { g: standby, written: Vec::new() };
     let id = promoted.ids(505, 1, 100)[0];
@@ -395,7 +408,7 @@ fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
                 let file = durable.len().checked_sub(lag + 1).map(|i| durable[i]);
                 g = Generator::new(t, window, file).unwrap();
                 for m in &durable[durable.len().saturating_sub(lag)..] {
-                    g.raise_floor(*m).unwrap();
+                    g.raise_mark(*m).unwrap();
                 }
             }
             Step::CleanRestart => {
