@@ -22,6 +22,10 @@ pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}
 
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec!["shared_preload_libraries = 'snowflake_id'", "snowflake_id.datacenter_id = 3", "snowflake_id.worker_id = 7"]
+        vec![
+            "shared_preload_libraries = 'snowflake_id'",
+            "snowflake_id.datacenter_id = 3",
+            "snowflake_id.worker_id = 7",
+        ]
     }
 }

@@ -3,15 +3,13 @@
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::error::{raise, DATETIME_VALUE_OUT_OF_RANGE};
-use super::shmem;
+use super::error::{self, Raise, DATETIME_VALUE_OUT_OF_RANGE};
+use super::settings;
+use super::timestamp::{last_instant, timestamptz, unix_millis};
 use crate::snowflake::codec::{Codec, Decoded};
 use crate::snowflake::config::{sentence, LAYOUT_HINT};
 use crate::snowflake::preset;
 use crate::snowflake::time::{parse_instant, TimeBase, UnixMillis};
-
-/// Microseconds from the Unix epoch to PostgreSQL's, 2000-01-01.
-const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 /// The fields of an ID under the server's layout; NULL for fields it lacks.
 // pgrx reads the column names from the signature, so the row type is spelled out.
@@ -29,7 +27,7 @@ fn snowflake_decode(
         name!(clock_back, Option<i32>),
     ),
 > {
-    TableIterator::once(decoded_row(&shmem::config().codec, id))
+    TableIterator::once(decoded_row(&settings::config().codec, id))
 }
 
 /// The fields of an ID under any layout (a preset or a field list), to read IDs
@@ -58,7 +56,11 @@ fn snowflake_decode_with_layout(
 > {
     let epoch = epoch.map(|text| {
         parse_instant(text).unwrap_or_else(|e| {
-            invalid("epoch", format!("\"{text}\": {e}"), "Write a timestamp such as '2025-01-01 00:00:00+00' or Unix milliseconds.")
+            invalid(
+                "epoch",
+                format!("\"{text}\": {e}"),
+                "Write a timestamp such as '2025-01-01 00:00:00+00' or Unix milliseconds.",
+            )
         })
     });
     decoded_rows(id, layout, epoch, tick_ms)
@@ -108,7 +110,7 @@ fn decoded_rows(
 /// When an ID was generated (the start of its tick).
 #[pg_extern(stable, parallel_safe, strict)]
 fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
-    let codec = &shmem::config().codec;
+    let codec = &settings::config().codec;
     timestamp_of(codec, id, &decode(codec, id))
 }
 
@@ -116,15 +118,12 @@ fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
 /// `WHERE id >= snowflake_from_timestamp(a) AND id < snowflake_from_timestamp(b)`.
 #[pg_extern(stable, parallel_safe, strict)]
 fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
-    let codec = &shmem::config().codec;
+    let codec = &settings::config().codec;
     let out_of_range = |detail: String| -> ! {
-        raise(
-            PgLogLevel::ERROR,
-            DATETIME_VALUE_OUT_OF_RANGE,
-            "timestamp out of range for snowflake IDs".into(),
-            Some(sentence(&detail)),
-            Some(format!("Snowflake IDs cover {} to {}.", codec.time.epoch(), last_instant(codec))),
-        )
+        error::new(DATETIME_VALUE_OUT_OF_RANGE, "timestamp out of range for snowflake IDs")
+            .set_detail(sentence(&detail))
+            .set_hint(format!("Snowflake IDs cover {} to {}.", codec.time.epoch(), last_instant(codec)))
+            .raise(PgLogLevel::ERROR)
     };
     let Some(t) = unix_millis(ts) else { out_of_range("the timestamp is infinite".into()) };
     codec.first_id_at(t).unwrap_or_else(|e| out_of_range(e.to_string()))
@@ -143,55 +142,26 @@ fn decoded_row(codec: &Codec, id: i64) -> DecodedRow {
 
 fn decode(codec: &Codec, id: i64) -> Decoded {
     codec.decode(id).unwrap_or_else(|e| {
-        raise(
-            PgLogLevel::ERROR,
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("invalid snowflake ID: {id}"),
-            Some(sentence(&e.to_string())),
-            Some(format!("The layout is {}; check that the ID was generated with it.", codec.layout)),
-        )
+        error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid snowflake ID: {id}"))
+            .set_detail(sentence(&e.to_string()))
+            .set_hint(format!("The layout is {}; check that the ID was generated with it.", codec.layout))
+            .raise(PgLogLevel::ERROR)
     })
 }
 
 fn timestamp_of(codec: &Codec, id: i64, d: &Decoded) -> TimestampWithTimeZone {
     codec.instant_of(d.tick).and_then(timestamptz).unwrap_or_else(|| {
-        raise(
-            PgLogLevel::ERROR,
-            DATETIME_VALUE_OUT_OF_RANGE,
-            format!("timestamp of snowflake ID {id} is out of range"),
-            Some(format!("Its tick {} is beyond the range of timestamp with time zone.", d.tick)),
-            None,
-        )
+        error::new(DATETIME_VALUE_OUT_OF_RANGE, format!("timestamp of snowflake ID {id} is out of range"))
+            .set_detail(format!("Its tick {} is beyond the range of timestamp with time zone.", d.tick))
+            .raise(PgLogLevel::ERROR)
     })
 }
 
-pub(super) fn last_instant(codec: &Codec) -> String {
-    codec.last_instant().map_or_else(|| "the end of time".into(), |t| t.to_string())
-}
-
-/// A finite instant as a `timestamptz`, if PostgreSQL can hold it.
-pub fn timestamptz(t: UnixMillis) -> Option<TimestampWithTimeZone> {
-    let micros = t.0.checked_sub(PG_EPOCH_UNIX_MS)?.checked_mul(1000)?;
-    let ts = TimestampWithTimeZone::try_from(micros).ok()?;
-    ts.is_finite().then_some(ts)
-}
-
-/// A `timestamptz` in Unix milliseconds (rounded down); `None` for infinities.
-pub fn unix_millis(ts: TimestampWithTimeZone) -> Option<UnixMillis> {
-    if !ts.is_finite() {
-        return None;
-    }
-    Some(UnixMillis(ts.into_inner().div_euclid(1000) + PG_EPOCH_UNIX_MS))
-}
-
 fn invalid(what: &str, detail: String, hint: &str) -> ! {
-    raise(
-        PgLogLevel::ERROR,
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("invalid snowflake {what}"),
-        Some(sentence(&detail)),
-        Some(hint.into()),
-    )
+    error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid snowflake {what}"))
+        .set_detail(sentence(&detail))
+        .set_hint(hint)
+        .raise(PgLogLevel::ERROR)
 }
 
 fn codec_for(layout: &str, epoch: Option<UnixMillis>, tick_ms: Option<i32>) -> Codec {

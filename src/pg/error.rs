@@ -1,36 +1,38 @@
-//! Raising PostgreSQL errors in PostgreSQL's style: a lower-case message
+//! Errors as values, reported in PostgreSQL's style: a lower-case message
 //! without a trailing period, a detail and a hint as sentences, and an SQLSTATE.
+//!
+//! Every report is a pgrx [`ErrorReport`], built with [`new`] and raised with
+//! [`Raise::raise`]. A failure that more than one place reports has a type of
+//! its own in the module that owns it (a state file that cannot be written or
+//! read, an invalid setting), converted into an `ErrorReport` once, so that its
+//! message is written in one place; callers add the detail that differs.
 
+use std::borrow::Cow;
 use std::io;
 
-use pgrx::pg_sys::panic::ErrorReport;
+pub use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-/// Raises an error (or worse, by `level`) and does not return.
+/// A report with `code` and `message`, located at the caller.
 #[track_caller]
-pub fn raise(
-    level: PgLogLevel,
-    code: PgSqlErrorCode,
-    message: String,
-    detail: Option<String>,
-    hint: Option<String>,
-) -> ! {
-    report(level, code, message, detail, hint);
-    unreachable!("an error report at ERROR or above does not return")
+pub fn new(code: PgSqlErrorCode, message: impl Into<Cow<'static, str>>) -> ErrorReport {
+    ErrorReport::new(code, message, "snowflake_id")
 }
 
-/// Reports a message at any level; returns for levels below ERROR.
-#[track_caller]
-pub fn report(level: PgLogLevel, code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<String>) {
-    let mut r = ErrorReport::new(code, message, "snowflake_id");
-    if let Some(d) = detail {
-        r = r.set_detail(d);
+/// Raising a report at ERROR or above, where the code does not go on.
+pub trait Raise {
+    /// Raises the report at `level` (ERROR, FATAL or PANIC) and does not return.
+    fn raise(self, level: PgLogLevel) -> !;
+}
+
+impl Raise for ErrorReport {
+    #[track_caller]
+    fn raise(self, level: PgLogLevel) -> ! {
+        debug_assert!(level >= PgLogLevel::ERROR, "a report below ERROR returns");
+        self.report(level);
+        unreachable!("an error report at ERROR or above does not return")
     }
-    if let Some(h) = hint {
-        r = r.set_hint(h);
-    }
-    r.report(level);
 }
 
 /// The SQLSTATE PostgreSQL's `errcode_for_file_access()` gives an I/O error.
@@ -56,3 +58,18 @@ pub fn os_message(e: &io::Error) -> String {
 /// SQLSTATE 22008. pgrx names it only ERRCODE_DATETIME_FIELD_OVERFLOW, which
 /// PostgreSQL defines as the same code.
 pub const DATETIME_VALUE_OUT_OF_RANGE: PgSqlErrorCode = PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_read_like_percent_m() {
+        let e = io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(os_message(&e), "No space left on device");
+        assert_eq!(file_access_code(&e), PgSqlErrorCode::ERRCODE_DISK_FULL);
+        let e = io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(file_access_code(&e), PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE);
+        assert_eq!(os_message(&io::Error::other("plain")), "plain");
+    }
+}

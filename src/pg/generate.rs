@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::error::{file_access_code, os_message, raise, report};
-use super::shmem::{self, MarkWriter};
-use super::{clock, guc, marks};
-use crate::snowflake::generator::{Block, Mark, Refusal};
+use super::error::{self, Raise};
+use super::shmem::{self, MarkWriter, StepBackReport};
+use super::timestamp::last_instant;
+use super::{clock, ffi, marks, settings, state_file};
+use crate::snowflake::generator::{Block, Refusal, MARK_WINDOW_MS};
 
 /// The most IDs one `snowflake_next_ids` call hands out.
 pub const MAX_IDS_PER_CALL: i32 = 100_000_000;
@@ -37,17 +38,20 @@ fn snowflake_next_id() -> i64 {
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_next_ids_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // STRICT: PostgreSQL does not call this with a NULL argument.
+    // SAFETY: `fcinfo` is PostgreSQL's, with one integer argument.
     let n = unsafe { pgrx::fcinfo::pg_getarg::<i32>(fcinfo, 0) }.unwrap_or(0);
     if !(0..=MAX_IDS_PER_CALL).contains(&n) {
-        raise(
-            PgLogLevel::ERROR,
+        error::new(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("number of IDs must be between 0 and {MAX_IDS_PER_CALL}, not {n}"),
-            None,
-            Some("Call snowflake_next_ids() several times for more IDs.".into()),
-        );
+        )
+        .set_hint("Call snowflake_next_ids() several times for more IDs.")
+        .raise(PgLogLevel::ERROR);
     }
+    // SAFETY: the function is declared to return a set, so PostgreSQL passes
+    // a ReturnSetInfo that InitMaterializedSRF fills with a tuplestore.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC) };
+    // SAFETY: as above.
     let rsinfo = unsafe { &*(*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>() };
     let (store, desc) = (rsinfo.setResult, rsinfo.setDesc);
     let mut remaining = n as u64;
@@ -59,17 +63,19 @@ pub unsafe extern "C-unwind" fn snowflake_next_ids_wrapper(fcinfo: pg_sys::Funct
         // that needs dropping if PostgreSQL raises an error (out of disk, or a
         // cancel request: a block can hold millions of IDs, so look for one
         // every INTERRUPT_CHECK_ROWS rows; the rest of the block is never used).
+        // SAFETY: one error trap around the calls that may raise an ERROR (see
+        // ffi); `store` and `desc` are the result's, made above.
         unsafe {
             pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
                 for (i, id) in block.enumerate() {
                     if i % INTERRUPT_CHECK_ROWS == INTERRUPT_CHECK_ROWS - 1
                         && std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0
                     {
-                        raw_tuplestore::ProcessInterrupts();
+                        ffi::ProcessInterrupts();
                     }
                     let mut value = pg_sys::Datum::from(id);
                     let mut null = false;
-                    raw_tuplestore::tuplestore_putvalues(store, desc, &mut value, &mut null);
+                    ffi::tuplestore_putvalues(store, desc, &mut value, &mut null);
                 }
             })
         };
@@ -81,19 +87,6 @@ pub unsafe extern "C-unwind" fn snowflake_next_ids_wrapper(fcinfo: pg_sys::Funct
 pub extern "C" fn pg_finfo_snowflake_next_ids_wrapper() -> &'static pg_sys::Pg_finfo_record {
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
-}
-
-mod raw_tuplestore {
-    use pgrx::pg_sys::{Datum, TupleDesc, Tuplestorestate};
-    unsafe extern "C-unwind" {
-        pub fn tuplestore_putvalues(
-            state: *mut Tuplestorestate,
-            tdesc: TupleDesc,
-            values: *mut Datum,
-            isnull: *mut bool,
-        );
-        pub fn ProcessInterrupts();
-    }
 }
 
 // Bulk generation is granted, not public: one call can run every ID of the
@@ -112,27 +105,27 @@ pgrx::extension_sql!(
 /// the clock when the generator may not run further ahead of it, and makes a
 /// new mark durable first when it is needed.
 pub fn reserve(want: u64) -> Block {
-    if shmem::recovery_in_progress() {
+    if ffi::recovery_in_progress() {
         refuse_during_recovery();
     }
-    let time = shmem::config().codec.time;
+    let time = settings::config().codec.time;
     let mut wait = WaitClock::default();
     // Held while this call writes a mark; taken before the generator's lock.
     let mut writer: Option<MarkWriter> = None;
     loop {
-        let drift = time.ticks_in(guc::max_drift_ms());
+        let drift = time.ticks_in(settings::max_drift_ms());
         let (result, now, step_back) = {
-            let mut shared = shmem::exclusive();
-            if shared.floor_unknown {
-                drop(shared);
-                refuse_unknown_floor();
+            let mut state = shmem::lock();
+            if state.mark_unknown {
+                drop(state);
+                refuse_unknown_mark();
             }
             // Read the clock under the lock, so that readings reach the
             // generator in order and a slow backend is not taken for a step back.
             let now_ms = clock::now();
             let now = time.tick_of(now_ms);
-            let result = shared.generator.reserve(now, want, drift);
-            (result, now, shared.take_step_back_report(now_ms))
+            let result = state.generator.reserve(now, want, drift);
+            (result, now, state.take_step_back_report(now_ms))
         };
         if let Some(r) = step_back {
             report_step_back(r);
@@ -140,23 +133,23 @@ pub fn reserve(want: u64) -> Block {
         let refusal = match result {
             Ok(grant) => {
                 if let Some(mark) = grant.renew {
-                    renew(mark, writer.take());
+                    marks::renew(mark, writer.take());
                 }
                 return grant.block;
             }
             Err(refusal) => refusal,
         };
         match refusal {
-            Refusal::NeedMark(mark) => match writer {
+            Refusal::NeedMark(mark) => match &writer {
                 // Someone may have written a mark while this call waited for
                 // the lock: look again before writing one.
                 None => writer = Some(MarkWriter::acquire()),
-                Some(_) => write_needed_mark(mark),
+                Some(held) => marks::write_needed(mark, held),
             },
             Refusal::Wait { until, at_mark } => {
                 writer = None;
                 let since = wait.start();
-                let max_wait = Duration::from_millis(guc::max_wait_ms());
+                let max_wait = Duration::from_millis(settings::max_wait_ms());
                 let waited = since.elapsed();
                 if waited >= max_wait {
                     refuse_clock_behind(until.saturating_sub(now), drift, at_mark);
@@ -165,71 +158,7 @@ pub fn reserve(want: u64) -> Block {
                 nap(ahead.min(max_wait - waited).min(MAX_NAP));
             }
             Refusal::TimestampExhausted => refuse_timestamp_exhausted(),
-            Refusal::ClockBackExhausted => raise(
-                PgLogLevel::ERROR,
-                PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
-                "the clock_back field of snowflake IDs is used up".into(),
-                Some(format!(
-                    "The system clock went back beyond snowflake_id.max_clock_drift more often than the clock_back \
-                     field can count ({} times).",
-                    shmem::config()
-                        .codec
-                        .layout
-                        .field(crate::snowflake::layout::Field::ClockBack)
-                        .map_or(0, |b| b.max())
-                )),
-                Some(
-                    "Raise snowflake_id.max_clock_drift to ride out step backs, or wait until the clock passes the \
-                     high-water mark; fix the clock's synchronisation."
-                        .into(),
-                ),
-            ),
-        }
-    }
-}
-
-/// Writes a mark no ID can do without; on failure nothing was issued beyond
-/// the old mark, and the call fails.
-fn write_needed_mark(mark: Mark) {
-    match marks::make_durable(&mark) {
-        Ok(times) => shmem::exclusive().mark_written(mark, times),
-        Err(e) => raise(
-            PgLogLevel::ERROR,
-            file_access_code(&e),
-            format!("could not write snowflake_id state file \"{}\": {}", shmem::state_path().display(), os_message(&e)),
-            Some("No ID was issued: the generator records its high-water mark before using it.".into()),
-            None,
-        ),
-    }
-}
-
-/// Writes the next mark before the current one is reached, so that other
-/// calls never wait for a write. The IDs already granted do not depend on it:
-/// a failure is a warning, and the write is asked for again.
-fn renew(mark: Mark, held: Option<MarkWriter>) {
-    let _writer = held.unwrap_or_else(MarkWriter::acquire);
-    if shmem::shared().generator.covers(&mark) {
-        return;
-    }
-    match marks::make_durable(&mark) {
-        Ok(times) => shmem::exclusive().mark_written(mark, times),
-        Err(e) => {
-            shmem::exclusive().generator.mark_failed();
-            report(
-                PgLogLevel::WARNING,
-                file_access_code(&e),
-                format!(
-                    "could not write snowflake_id state file \"{}\": {}",
-                    shmem::state_path().display(),
-                    os_message(&e)
-                ),
-                Some(
-                    "IDs continue up to the current high-water mark, about a second; then generating fails until \
-                     the file can be written."
-                        .into(),
-                ),
-                None,
-            );
+            Refusal::ClockBackExhausted => refuse_clock_back_exhausted(),
         }
     }
 }
@@ -248,33 +177,23 @@ impl WaitClock {
 impl Drop for WaitClock {
     fn drop(&mut self) {
         if let Some(since) = self.0 {
-            let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
-            shmem::exclusive().generator.record_wait(micros);
+            shmem::lock().generator.record_wait(clock::micros(since.elapsed()));
         }
     }
 }
 
-/// Sleeps on the process latch, so that a cancel request, statement_timeout
-/// or postmaster death ends the wait.
+/// Sleeps, ended early by a cancel request, statement_timeout or postmaster
+/// death, which are then served.
 fn nap(d: Duration) {
-    let ms = d.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            ms,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
+    clock::nap(d);
     check_for_interrupts!();
 }
 
 /// Tells the log and the client (a WARNING reaches both) that the clock went
 /// back, and what the generator does about it.
-fn report_step_back(r: shmem::StepBackReport) {
-    let drift_ms = guc::max_drift_ms();
-    let clock_back_mode = shmem::config().codec.layout.field(crate::snowflake::layout::Field::ClockBack).is_some();
+fn report_step_back(r: StepBackReport) {
+    let drift_ms = settings::max_drift_ms();
+    let clock_back_mode = settings::config().codec.layout.max_clock_back().is_some();
     let what = if clock_back_mode && r.last_step_back_ms > drift_ms {
         format!(
             "The step is larger than snowflake_id.max_clock_drift ({}), so snowflake_id counts it in the clock_back \
@@ -288,31 +207,44 @@ fn report_step_back(r: shmem::StepBackReport) {
             format_ms(drift_ms)
         )
     };
-    report(
-        PgLogLevel::WARNING,
+    error::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         format!("system clock went back by {}", format_ms(r.last_step_back_ms)),
-        Some(format!("{what} Step backs since the last warning: {}.", r.step_backs)),
-        Some("Check this server's time synchronisation; snowflake_status() shows the current drift.".into()),
-    );
+    )
+    .set_detail(format!("{what} Step backs since the last warning: {}.", r.step_backs))
+    .set_hint("Check this server's time synchronisation; snowflake_status() shows the current drift.")
+    .report(PgLogLevel::WARNING);
 }
 
 fn refuse_during_recovery() -> ! {
-    raise(
-        PgLogLevel::ERROR,
-        PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
-        "cannot generate snowflake IDs during recovery".into(),
-        Some("A standby shares its primary's snowflake_id.worker_id and must not issue IDs.".into()),
-        Some(
+    error::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot generate snowflake IDs during recovery")
+        .set_detail("A standby shares its primary's snowflake_id.worker_id and must not issue IDs.")
+        .set_hint(
             "Generate IDs on the primary. Before promoting this server, give it a snowflake_id.worker_id that no \
-             other server uses."
-                .into(),
-        ),
+             other server uses.",
+        )
+        .raise(PgLogLevel::ERROR)
+}
+
+fn refuse_clock_back_exhausted() -> ! {
+    error::new(
+        PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+        "the clock_back field of snowflake IDs is used up",
     )
+    .set_detail(format!(
+        "The system clock went back beyond snowflake_id.max_clock_drift more often than the clock_back field can \
+             count ({} times).",
+        settings::config().codec.layout.max_clock_back().unwrap_or(0)
+    ))
+    .set_hint(
+        "Raise snowflake_id.max_clock_drift to ride out step backs, or wait until the clock passes the high-water \
+             mark; fix the clock's synchronisation.",
+    )
+    .raise(PgLogLevel::ERROR)
 }
 
 fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
-    let time = shmem::config().codec.time;
+    let time = settings::config().codec.time;
     let ahead_ms = time.ms_in(ahead_ticks.max(0) as u64 + drift_ticks);
     let (what, why) = if at_mark {
         (
@@ -320,59 +252,57 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
             format!(
                 "After a crash, an immediate shutdown or a failover, the generator continues above the last mark \
                  recorded in WAL or its state file, which lies up to {} ahead of the clock of the time. ",
-                format_ms(super::startup::WINDOW_MS)
+                format_ms(MARK_WINDOW_MS)
             ),
         )
     } else {
         ("the last ID", String::new())
     };
-    raise(
-        PgLogLevel::ERROR,
+    error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("could not generate a snowflake ID: the system clock is {} behind {what}", format_ms(ahead_ms)),
-        Some(format!(
-            "{why}IDs may run at most snowflake_id.max_clock_drift ({}) ahead of the clock, and \
-             snowflake_id.max_wait ({}) passed waiting for it.",
-            format_ms(guc::max_drift_ms()),
-            format_ms(guc::max_wait_ms())
-        )),
-        Some(
-            "Check the system clock. Raising snowflake_id.max_clock_drift lets IDs continue with timestamps ahead of \
-             the clock."
-                .into(),
-        ),
     )
+    .set_detail(format!(
+        "{why}IDs may run at most snowflake_id.max_clock_drift ({}) ahead of the clock, and snowflake_id.max_wait \
+         ({}) passed waiting for it.",
+        format_ms(settings::max_drift_ms()),
+        format_ms(settings::max_wait_ms())
+    ))
+    .set_hint(
+        "Check the system clock. Raising snowflake_id.max_clock_drift lets IDs continue with timestamps ahead of the \
+         clock.",
+    )
+    .raise(PgLogLevel::ERROR)
 }
 
-fn refuse_unknown_floor() -> ! {
-    raise(
-        PgLogLevel::ERROR,
+fn refuse_unknown_mark() -> ! {
+    error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "cannot generate snowflake IDs: the high-water mark of this data directory is unknown".into(),
-        Some(
-            "pg_upgrade made this cluster without the state file of the cluster it was upgraded from, which may \
-             have issued IDs ahead of the clock."
-                .into(),
-        ),
-        Some(super::startup::unknown_floor_hint(shmem::state_path())),
+        "cannot generate snowflake IDs: the high-water mark of this data directory is unknown",
     )
+    .set_detail(
+        "pg_upgrade made this cluster without the state file of the cluster it was upgraded from, which may have \
+         issued IDs ahead of the clock.",
+    )
+    .set_hint(state_file::unknown_mark_hint(settings::state_path()))
+    .raise(PgLogLevel::ERROR)
 }
 
 fn refuse_timestamp_exhausted() -> ! {
-    let codec = shmem::config().codec;
-    let last = super::decode::last_instant(&codec);
-    raise(
-        PgLogLevel::ERROR,
+    let codec = settings::config().codec;
+    let last = last_instant(&codec);
+    error::new(
         PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
-        "the snowflake layout's time range is used up".into(),
-        Some(format!(
-            "The {}-bit timestamp field counts {} ms ticks from {} and its last tick starts at {last}.",
-            codec.layout.timestamp().width,
-            codec.time.tick_ms(),
-            codec.time.epoch()
-        )),
-        Some("IDs are never wrapped. Start a new ID space with a later epoch or a wider timestamp field.".into()),
+        "the snowflake layout's time range is used up",
     )
+    .set_detail(format!(
+        "The {}-bit timestamp field counts {} ms ticks from {} and its last tick starts at {last}.",
+        codec.layout.timestamp().width,
+        codec.time.tick_ms(),
+        codec.time.epoch()
+    ))
+    .set_hint("IDs are never wrapped. Start a new ID space with a later epoch or a wider timestamp field.")
+    .raise(PgLogLevel::ERROR)
 }
 
 /// A duration as PostgreSQL shows a millisecond setting: `250ms`, `2s`, `1h`, `1d`.

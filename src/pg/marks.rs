@@ -1,13 +1,16 @@
-//! Making a mark durable before any ID beyond the old one is handed out.
+//! Marks: making one durable before any ID beyond the old one is handed out,
+//! and replaying one from WAL. Every state file write of a running server
+//! goes through here, with its failure policy.
 //!
+//! # Making a mark durable
 //! A mark goes to WAL first, flushed, so that a standby, a point-in-time
 //! restore and crash recovery replay it; then to the state file, fsynced,
 //! because recovery only replays WAL from the last checkpoint and an extension
 //! cannot make a checkpoint carry its state. (PostgreSQL's relation map is kept
 //! the same way: WAL-logged, and its file written and fsynced at once.)
 //!
-//! Callers hold [`super::shmem::MarkWriter`], so marks reach the file in
-//! order, and never hold the generator's lock while writing.
+//! Callers hold [`MarkWriter`], so marks reach the file in order, and never
+//! hold the state lock while writing.
 //!
 //! Between the WAL record and the file, the backend delays checkpoints as a
 //! committing transaction does (`DELAY_CHKPT_START`): a checkpoint whose redo
@@ -20,58 +23,129 @@
 //! Measured at full speed (docs/bench/marks.md): 1.35 marks a second, each a
 //! WAL insert and flush of 0.47 ms and a file write of 0.70 ms. The WAL flush
 //! is the cheaper of the two; the file cannot go, for the reason above.
+//!
+//! Failure policy: a mark that no ID can do without ([`write_needed`]) fails
+//! the call, and nothing beyond the old mark was issued. A renewal
+//! ([`renew`]), written before the current mark is reached, only warns: the
+//! IDs already granted do not depend on it, and it is asked for again.
+//!
+//! # Replaying a mark
+//! Redo runs wherever WAL is replayed: in crash recovery, on a streaming or
+//! log-shipping standby, and in point-in-time recovery. It raises the shared
+//! generator's mark to the replayed one and writes it to this server's state
+//! file before redo moves on, so a standby's `snowflake_status()` follows its
+//! primary's mark, a later restartpoint cannot leave the mark behind, and a
+//! promoted standby or a restored backup continues above every ID whose mark
+//! reached WAL. Any ID stored in a committed row had its mark logged before
+//! that row, because the mark is flushed before the ID is handed out.
 
-use std::io;
 use std::time::Instant;
 
-use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
 
+use super::error::{self, ErrorReport, Raise};
+use super::shmem::{self, MarkWriter, WriteTimes};
+use super::state_file::{self, WriteError};
+use super::{clock, settings, wal};
 use crate::snowflake::generator::Mark;
-use crate::snowflake::state_file::{self, StateRecord};
+use crate::snowflake::wal_record::WalMark;
 
-use super::shmem;
-use super::wal;
+/// Makes a mark durable that no ID can do without; on failure nothing was
+/// issued beyond the old mark, and the call fails. The caller holds `_writer`.
+pub fn write_needed(mark: Mark, _writer: &MarkWriter) {
+    match make_durable(&mark) {
+        Ok(times) => shmem::lock().mark_written(mark, times),
+        Err(e) => ErrorReport::from(e)
+            .set_detail("No ID was issued: the generator records its high-water mark before using it.")
+            .raise(PgLogLevel::ERROR),
+    }
+}
 
-/// How long the last durable write took, in microseconds.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct WriteTimes {
-    pub wal_micros: u64,
-    pub file_micros: u64,
+/// Makes the next mark durable before the current one is reached, so that
+/// other calls never wait for a write. The IDs already granted do not depend
+/// on it: a failure is a warning, and the write is asked for again.
+pub fn renew(mark: Mark, held: Option<MarkWriter>) {
+    let _writer = held.unwrap_or_else(MarkWriter::acquire);
+    if shmem::read().generator.covers(&mark) {
+        return;
+    }
+    match make_durable(&mark) {
+        Ok(times) => shmem::lock().mark_written(mark, times),
+        Err(e) => {
+            shmem::lock().generator.mark_failed();
+            ErrorReport::from(e)
+                .set_detail(
+                    "IDs continue up to the current high-water mark, about a second; then generating fails until \
+                     the file can be written.",
+                )
+                .report(PgLogLevel::WARNING);
+        }
+    }
 }
 
 /// Logs `mark` in WAL (flushed) and writes it to the state file. A WAL error
 /// is raised as a PostgreSQL error; a file error is returned, and then no ID
 /// may rely on the mark.
-pub fn make_durable(mark: &Mark) -> Result<WriteTimes, io::Error> {
+fn make_durable(mark: &Mark) -> Result<WriteTimes, WriteError> {
     let _delay = CheckpointDelay::start();
     let started = Instant::now();
     wal::log_mark(mark);
     let logged = Instant::now();
     #[cfg(feature = "pg_test")]
     test_pause::between_wal_and_file();
-    write_file(mark, false)?;
-    Ok(WriteTimes { wal_micros: micros(logged - started), file_micros: micros(logged.elapsed()) })
+    state_file::write_mark(mark, false)?;
+    Ok(WriteTimes { wal_micros: clock::micros(logged - started), file_micros: clock::micros(logged.elapsed()) })
 }
 
-/// Writes the state file: a mark set ahead, or with `exact`, the point a clean
-/// shutdown stopped at.
-pub fn write_file(mark: &Mark, exact: bool) -> io::Result<()> {
-    let config = shmem::config();
-    let record = StateRecord::new(mark, exact, &config.codec, config.node);
-    state_file::write(shmem::state_path(), &record.render(), file_mode())
+/// The resource manager's redo function.
+///
+/// # Safety
+/// Called by PostgreSQL's WAL replay with a record of this resource manager.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: the function's contract.
+    let wal_mark = unsafe { wal::decode(record) }.unwrap_or_else(|why| {
+        error::new(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, format!("could not replay snowflake_id WAL record: {why}"))
+            .raise(PgLogLevel::PANIC)
+    });
+    replay(&wal_mark);
 }
 
-/// The mode PostgreSQL gives files in the data directory: 0600, or 0640 for a
-/// cluster initialised with `--allow-group-access`.
-pub fn file_mode() -> u32 {
-    unsafe extern "C" {
-        static pg_file_create_mode: std::ffi::c_int;
+/// Raises the generator to a replayed mark and records it in this server's
+/// state file before redo moves on.
+fn replay(wal_mark: &WalMark) {
+    let config = settings::config();
+    let mark = wal_mark.mark.to_mark(&config.codec);
+    let _writer = MarkWriter::acquire();
+    let raised = {
+        let mut state = shmem::lock();
+        match state.generator.raise_mark(mark) {
+            Ok(true) => Ok(Some(state.generator.mark())),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let raised = raised.unwrap_or_else(|e| {
+        error::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("could not replay snowflake_id mark: it carries clock_back {}", e.recorded),
+        )
+        .set_detail(format!(
+            "The record ({wal_mark}) comes from a server whose layout has a wider clock_back field than this \
+             server's snowflake_id.layout ({}), which holds at most {}.",
+            config.codec.layout, e.max
+        ))
+        .set_hint("Give this server the same snowflake_id.layout as its primary.")
+        .raise(PgLogLevel::ERROR)
+    });
+    if let Some(mark) = raised {
+        if let Err(e) = state_file::write_mark(&mark, false) {
+            ErrorReport::from(e)
+                .set_detail("The replayed high-water mark must be recorded before recovery continues.")
+                .raise(PgLogLevel::ERROR);
+        }
     }
-    (unsafe { pg_file_create_mode } as u32) & 0o777
-}
-
-fn micros(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// This backend keeps checkpoints from starting while it holds one; cleared
@@ -80,9 +154,10 @@ struct CheckpointDelay;
 
 impl CheckpointDelay {
     fn start() -> CheckpointDelay {
-        // Only this backend writes its own flags; the checkpointer reads them
-        // under ProcArrayLock after taking the WAL insertion locks, which
-        // orders this store before the record's insertion.
+        // SAFETY: MyProc is this backend's own PGPROC; only this backend writes
+        // its flags. The checkpointer reads them under ProcArrayLock after
+        // taking the WAL insertion locks, which orders this store before the
+        // record's insertion.
         unsafe { (*pg_sys::MyProc).delayChkptFlags |= pg_sys::DELAY_CHKPT_START as i32 };
         CheckpointDelay
     }
@@ -90,6 +165,7 @@ impl CheckpointDelay {
 
 impl Drop for CheckpointDelay {
     fn drop(&mut self) {
+        // SAFETY: as in `start`.
         unsafe { (*pg_sys::MyProc).delayChkptFlags &= !(pg_sys::DELAY_CHKPT_START as i32) };
     }
 }
@@ -100,26 +176,18 @@ impl Drop for CheckpointDelay {
 /// `pg_stat_activity` as `wait_event_type = 'Extension'`.
 #[cfg(feature = "pg_test")]
 mod test_pause {
-    use pgrx::pg_sys;
+    use std::time::Duration;
 
     const FILE_NAME: &str = "snowflake_id.test_pause";
 
     pub fn between_wal_and_file() {
-        let pause = super::shmem::state_path().with_file_name(FILE_NAME);
+        let pause = super::settings::state_path().with_file_name(FILE_NAME);
         // At most a minute, so that a test that fails cannot hang the server.
         for _ in 0..600 {
             if !pause.exists() {
                 return;
             }
-            unsafe {
-                pg_sys::WaitLatch(
-                    pg_sys::MyLatch,
-                    (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                    100,
-                    pg_sys::PG_WAIT_EXTENSION,
-                );
-                pg_sys::ResetLatch(pg_sys::MyLatch);
-            }
+            super::clock::nap(Duration::from_millis(100));
         }
     }
 }

@@ -1,54 +1,58 @@
-//! The PostgreSQL layer: settings, shared memory, SQL functions and errors.
-//! Everything that decides what an ID is lives in [`crate::snowflake`].
+//! The PostgreSQL layer: settings, shared memory, WAL, SQL functions and
+//! errors. Everything that decides what an ID is lives in [`crate::snowflake`].
+//!
+//! Imports point down, never up; within a layer a module may use another of
+//! its layer (`scripts/check-layers` fails on any circle):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write |
+//! | SQL | [`generate`], [`status`], [`decode`], `adopt` |
+//! | policy | [`marks`]: making a mark durable, replaying one |
+//! | mechanism | [`wal`], [`shmem`], [`state_file`] |
+//! | base | [`settings`], [`error`], [`clock`], [`timestamp`], [`ffi`] |
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(ffi_unwind_calls)]
 
 mod adopt;
 mod clock;
 mod decode;
 mod error;
+mod ffi;
 mod generate;
-mod guc;
 mod marks;
+mod settings;
 mod shmem;
 mod startup;
+mod state_file;
 mod status;
+mod timestamp;
 mod wal;
+
 #[cfg(any(test, feature = "pg_test"))]
-mod test_sql;
+mod tests;
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
+
+use error::Raise;
 
 /// Runs from `_PG_init` when the library is loaded.
 pub fn init() {
     // Shared memory, and PGC_POSTMASTER settings, only exist for a library
     // loaded at server start. Stop any later load with a clear error rather than
     // a FATAL from PostgreSQL or an uninitialised lock on the first call.
+    // SAFETY: a flag PostgreSQL sets and clears in this process's main thread.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        error::raise(
-            PgLogLevel::ERROR,
+        error::new(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            "snowflake_id must be loaded via \"shared_preload_libraries\"".into(),
-            Some(
-                "The ID generator keeps its state in shared memory, which exists only for preloaded libraries.".into(),
-            ),
-            Some("Add snowflake_id to shared_preload_libraries in postgresql.conf and restart the server.".into()),
-        );
+            "snowflake_id must be loaded via \"shared_preload_libraries\"",
+        )
+        .set_detail("The ID generator keeps its state in shared memory, which exists only for preloaded libraries.")
+        .set_hint("Add snowflake_id to shared_preload_libraries in postgresql.conf and restart the server.")
+        .raise(PgLogLevel::ERROR);
     }
-    let config = guc::define_and_validate(clock::now());
-    error::report(
-        PgLogLevel::LOG,
-        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
-        format!(
-            "snowflake_id generates IDs with layout {}, epoch {}, tick {} ms, datacenter {}, worker {}",
-            config.codec.layout,
-            config.codec.time.epoch(),
-            config.codec.time.tick_ms(),
-            config.node.datacenter,
-            config.node.worker
-        ),
-        None,
-        None,
-    );
-    wal::register(guc::wal_rmgr_id());
-    shmem::init(config);
+    settings::init();
+    wal::register(marks::redo);
+    startup::init();
 }

@@ -2,13 +2,14 @@
 
 use pgrx::prelude::*;
 
-use super::decode::timestamptz;
-use super::shmem;
-use super::{clock, guc};
+use super::timestamp::timestamptz;
+use super::{clock, ffi, settings, shmem};
 
 /// Whether the current role may see where the data directory is, as with
 /// `SHOW data_directory`: a superuser or a member of pg_read_all_settings.
 fn may_see_data_directory() -> bool {
+    // SAFETY: catalog lookups in a backend inside a transaction, as any SQL
+    // function runs; pgrx's guards turn their errors into Rust panics.
     unsafe {
         pg_sys::superuser()
             || pg_sys::has_privs_of_role(pg_sys::GetUserId(), pg_sys::Oid::from(pg_sys::ROLE_PG_READ_ALL_SETTINGS))
@@ -50,10 +51,10 @@ fn snowflake_status() -> TableIterator<
         name!(state_file, Option<String>),
     ),
 > {
-    let config = shmem::config();
+    let config = settings::config();
     let time = config.codec.time;
-    let shared = *shmem::shared();
-    let generator = shared.generator;
+    let state = *shmem::read();
+    let generator = state.generator;
     let now = time.tick_of(clock::now());
     let stats = *generator.stats();
     let mark = generator.mark();
@@ -66,12 +67,14 @@ fn snowflake_status() -> TableIterator<
         config.node.datacenter as i32,
         config.node.worker as i32,
         // As pg_control_system() shows it: a bigint, negative above 2^63.
+        // SAFETY: reads the control file's copy in shared memory.
         unsafe { pg_sys::GetSystemIdentifier() } as i64,
         // A promoted standby or a restored backup moves to a new timeline;
         // NULL while this server is in recovery.
-        (!shmem::recovery_in_progress()).then(|| unsafe { pg_sys::GetWALInsertionTimeLine() } as i32),
-        count(guc::max_drift_ms()),
-        count(guc::max_wait_ms()),
+        // SAFETY: valid outside recovery, which is checked first.
+        (!ffi::recovery_in_progress()).then(|| unsafe { pg_sys::GetWALInsertionTimeLine() } as i32),
+        count(settings::max_drift_ms()),
+        count(settings::max_wait_ms()),
         count(stats.ids_issued),
         count(stats.ticks_borrowed),
         count(stats.sequence_exhaustions),
@@ -84,8 +87,8 @@ fn snowflake_status() -> TableIterator<
         mark.clock_back as i32,
         count(stats.marks_written),
         count(stats.marks_replayed),
-        shared.wal_micros as f64 / 1000.0,
-        shared.file_micros as f64 / 1000.0,
-        may_see_data_directory().then(|| shmem::state_path().display().to_string()),
+        state.wal_micros as f64 / 1000.0,
+        state.file_micros as f64 / 1000.0,
+        may_see_data_directory().then(|| settings::state_path().display().to_string()),
     ))
 }

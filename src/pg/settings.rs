@@ -1,4 +1,4 @@
-//! The `snowflake_id.*` settings.
+//! The `snowflake_id.*` settings, and what they mean once parsed.
 //!
 //! The identity settings (layout, epoch, tick, datacenter and worker) are
 //! `PGC_POSTMASTER`: read once at server start, never changed by `SET`, not
@@ -7,28 +7,50 @@
 //! the server with a FATAL error naming the setting: PostgreSQL's default for a
 //! rejected extension setting is a WARNING and the built-in default, which for
 //! a worker number would silently make this server collide with another.
+//!
+//! The parsed form is kept for the life of the process: [`config`] (layout,
+//! time base and node, validated together) and [`state_path`]. The postmaster
+//! sets both while `shared_preload_libraries` load, before any backend starts,
+//! and every backend inherits them. The runtime settings are read through
+//! typed accessors from the variables PostgreSQL assigns on reload, so the hot
+//! path parses nothing.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::error::raise;
+use super::clock;
+use super::error::{self, ErrorReport, Raise};
 use crate::snowflake::config::{self, Config, ConfigError, Settings};
 use crate::snowflake::layout::Field;
+use crate::snowflake::state_file;
+use crate::snowflake::time::UnixMillis;
 
 pub const DEFAULT_LAYOUT: &CStr = c"timestamp:41,datacenter:5,worker:5,sequence:12";
 pub const DEFAULT_EPOCH: &CStr = c"2025-01-01 00:00:00+00";
 
-pub static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_LAYOUT));
-pub static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
-pub static TICK_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
-pub static DATACENTER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
-pub static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
-pub static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(24 * 3_600_000);
-pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
-pub static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(super::wal::DEFAULT_RMGR_ID);
+/// The WAL resource manager ID snowflake_id uses unless told otherwise. Custom
+/// IDs are 128 to 255; 128 is for experiments, and low IDs are taken by other
+/// extensions (OrioleDB uses 129, pgEdge's Spock 144).
+pub const DEFAULT_RMGR_ID: i32 = 197;
+
+// Private: the rest of the layer reads the parsed forms through the functions
+// below, never these.
+static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_LAYOUT));
+static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+static TICK_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
+static DATACENTER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
+static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
+static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(24 * 3_600_000);
+static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RMGR_ID);
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+static STATE_PATH: OnceLock<PathBuf> = OnceLock::new();
 
 const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
@@ -42,9 +64,45 @@ const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
 /// Custom WAL resource manager IDs.
 const RMGR_IDS: std::ops::RangeInclusive<i64> = 128..=255;
 
-/// Defines every setting and returns the validated identity, or stops the
-/// server. Runs in the postmaster while `shared_preload_libraries` load.
-pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
+/// Defines every setting, validates them and keeps the parsed configuration,
+/// or stops the server. Postmaster only, while `shared_preload_libraries` load.
+pub fn init() {
+    let config = define_and_validate(clock::now());
+    error::new(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id generates IDs with layout {}, epoch {}, tick {} ms, datacenter {}, worker {}",
+            config.codec.layout,
+            config.codec.time.epoch(),
+            config.codec.time.tick_ms(),
+            config.node.datacenter,
+            config.node.worker
+        ),
+    )
+    .report(PgLogLevel::LOG);
+    // SAFETY: DataDir is set before shared_preload_libraries load, and stays.
+    let data_dir = unsafe { CStr::from_ptr(pg_sys::DataDir) }.to_string_lossy().into_owned();
+    STATE_PATH.get_or_init(|| Path::new(&data_dir).join(state_file::FILE_NAME));
+    CONFIG.get_or_init(|| config);
+}
+
+/// The server's validated identity; set before any backend starts.
+#[inline]
+pub fn config() -> &'static Config {
+    CONFIG.get().expect("snowflake_id is initialised in shared_preload_libraries")
+}
+
+/// The configuration, if this process has one (not while it is being validated).
+fn try_config() -> Option<&'static Config> {
+    CONFIG.get()
+}
+
+/// The state file in this server's data directory.
+pub fn state_path() -> &'static Path {
+    STATE_PATH.get().expect("snowflake_id is initialised in shared_preload_libraries")
+}
+
+fn define_and_validate(now: UnixMillis) -> Config {
     // What the configuration says, read before the definitions replace the
     // placeholders, so that a value PostgreSQL rejects is not silently lost.
     let raw_layout = raw_setting(LAYOUT_NAME);
@@ -87,6 +145,7 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
     define_identity_settings();
     define_wal_setting();
     define_runtime_settings();
+    // SAFETY: a static C string; the postmaster defines settings here.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 
     // A preset brings its own epoch and tick: show them in SHOW and pg_settings
@@ -103,6 +162,8 @@ pub fn define_and_validate(now: crate::snowflake::time::UnixMillis) -> Config {
 fn define_identity_settings() {
     // Each is checked on its own when set after start (ALTER SYSTEM, a reload);
     // at start all are checked together, and a bad value stops the server.
+    // SAFETY: the check hooks below are #[pg_guard]ed and read only what
+    // PostgreSQL hands them.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
             LAYOUT_NAME,
@@ -140,6 +201,7 @@ fn define_identity_settings() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
+    // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
             DATACENTER_NAME,
@@ -174,6 +236,7 @@ fn define_identity_settings() {
 /// checked by the hooks below. At start, `define_and_validate` checks them all
 /// together and stops the server on a bad one, which a hook cannot do.
 fn set_after_start() -> bool {
+    // SAFETY: a flag PostgreSQL sets and clears in this process's main thread.
     !unsafe { pg_sys::process_shared_preload_libraries_in_progress }
 }
 
@@ -181,6 +244,8 @@ fn set_after_start() -> bool {
 fn refused(e: ConfigError) -> bool {
     let text = |t: &str| CString::new(t).unwrap_or_default();
     let (detail, hint) = (text(&e.detail), text(&e.hint));
+    // SAFETY: how a check hook reports its reasons; pstrdup copies the texts
+    // into the current memory context, which PostgreSQL frees after reporting.
     unsafe {
         pg_sys::GUC_check_errcode(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as c_int);
         pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
@@ -190,8 +255,13 @@ fn refused(e: ConfigError) -> bool {
 }
 
 /// The text of a string setting's new value.
+///
+/// # Safety
+/// `newval` is the pointer PostgreSQL passes a string check hook.
 unsafe fn new_text(newval: *mut *mut c_char) -> Option<String> {
+    // SAFETY: PostgreSQL passes a valid pointer to a NULL or a C string.
     let value = unsafe { *newval };
+    // SAFETY: not NULL, so a C string PostgreSQL owns for the hook's duration.
     (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
 }
 
@@ -201,6 +271,7 @@ unsafe extern "C-unwind" fn check_layout(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: PostgreSQL calls this hook with its own `newval`.
     match unsafe { new_text(newval) } {
         Some(text) if set_after_start() => config::check_layout(&text).map_or_else(refused, |_| true),
         _ => true,
@@ -213,10 +284,9 @@ unsafe extern "C-unwind" fn check_epoch(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: PostgreSQL calls this hook with its own `newval`.
     match unsafe { new_text(newval) } {
-        Some(text) if set_after_start() => {
-            config::check_epoch(&text, super::clock::now()).map_or_else(refused, |_| true)
-        }
+        Some(text) if set_after_start() => config::check_epoch(&text, clock::now()).map_or_else(refused, |_| true),
         _ => true,
     }
 }
@@ -227,6 +297,7 @@ unsafe extern "C-unwind" fn check_datacenter(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to the new value.
     check_node(Field::Datacenter, DATACENTER_NAME, unsafe { *newval })
 }
 
@@ -236,6 +307,7 @@ unsafe extern "C-unwind" fn check_worker(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to the new value.
     check_node(Field::Worker, WORKER_NAME, unsafe { *newval })
 }
 
@@ -243,10 +315,11 @@ unsafe extern "C-unwind" fn check_worker(
 /// transaction), a node number must fit the layout in force. A reload is not
 /// checked: the file may change the layout too, and the restart checks both.
 fn check_node(field: Field, name: &'static CStr, value: c_int) -> bool {
+    // SAFETY: reads this backend's transaction state; raises no error.
     if !set_after_start() || !unsafe { pg_sys::IsTransactionState() } {
         return true;
     }
-    let Some(config) = super::shmem::try_config() else { return true };
+    let Some(config) = try_config() else { return true };
     config::node_value(&config.codec, field, static_name(name), i64::from(value)).map_or_else(
         |e| {
             refused(ConfigError {
@@ -326,25 +399,26 @@ fn refuse_old_names() {
             continue;
         }
         let (old, new) = (static_name(old), static_name(new));
-        raise(
-            PgLogLevel::FATAL,
+        error::new(
             PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             format!("configuration parameter \"{old}\" was renamed to \"{new}\""),
-            Some(
-                "The settings of snowflake_id are named after the extension, snowflake_id.*; the \"snowflake.\" \
-                 prefix belongs to pgEdge's snowflake extension."
-                    .into(),
-            ),
-            Some(format!(
-                "Rename {old} to {new} in postgresql.conf (or postgresql.auto.conf) and start the server again."
-            )),
-        );
+        )
+        .set_detail(
+            "The settings of snowflake_id are named after the extension, snowflake_id.*; the \"snowflake.\" prefix \
+             belongs to pgEdge's snowflake extension.",
+        )
+        .set_hint(format!(
+            "Rename {old} to {new} in postgresql.conf (or postgresql.auto.conf) and start the server again."
+        ))
+        .raise(PgLogLevel::FATAL);
     }
 }
 
 /// The setting as the configuration wrote it, or `None` if not set anywhere.
 fn raw_setting(name: &CStr) -> Option<String> {
+    // SAFETY: `missing_ok` is true, so an unknown name gives NULL, not an ERROR.
     let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
+    // SAFETY: not NULL, so the value's C string, which PostgreSQL keeps.
     (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
 }
 
@@ -359,6 +433,7 @@ fn static_name(name: &'static CStr) -> &'static str {
 
 fn set_dynamic_default(name: &CStr, value: &str) {
     let value = CString::new(value).expect("no NUL in a formatted value");
+    // SAFETY: the setting is defined, and the value is valid for it.
     unsafe {
         pg_sys::SetConfigOption(
             name.as_ptr(),
@@ -369,25 +444,34 @@ fn set_dynamic_default(name: &CStr, value: &str) {
     };
 }
 
-fn refuse_to_start(e: ConfigError) -> ! {
-    raise(
-        PgLogLevel::FATAL,
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("invalid value for parameter \"{}\": \"{}\"", e.setting, e.value),
-        Some(e.detail),
-        Some(e.hint),
-    )
+impl From<ConfigError> for ErrorReport {
+    #[track_caller]
+    fn from(e: ConfigError) -> ErrorReport {
+        error::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"{}\": \"{}\"", e.setting, e.value),
+        )
+        .set_detail(e.detail)
+        .set_hint(e.hint)
+    }
 }
 
-/// `snowflake_id.max_clock_drift` in ticks, read from the variable PostgreSQL
-/// assigns on reload: no parsing on the hot path.
+fn refuse_to_start(e: ConfigError) -> ! {
+    ErrorReport::from(e).raise(PgLogLevel::FATAL)
+}
+
+/// `snowflake_id.max_clock_drift` in milliseconds, read from the variable
+/// PostgreSQL assigns on reload: no parsing on the hot path.
 #[inline]
 pub fn max_drift_ms() -> u64 {
+    // SAFETY: an int PostgreSQL assigns in this process's main thread.
     u64::try_from(unsafe { *MAX_CLOCK_DRIFT.as_ptr() }).unwrap_or(0)
 }
 
+/// `snowflake_id.max_wait` in milliseconds, read likewise.
 #[inline]
 pub fn max_wait_ms() -> u64 {
+    // SAFETY: as for max_drift_ms.
     u64::try_from(unsafe { *MAX_WAIT.as_ptr() }).unwrap_or(0)
 }
 

@@ -1,0 +1,96 @@
+//! This server's state file (`snowflake_id.state` in the data directory):
+//! reading it, and writing a mark or the note that the mark is unknown. The
+//! format and the atomic write are the core's ([`crate::snowflake::state_file`]);
+//! this module adds the path, PostgreSQL's file mode, the settings in force,
+//! and the errors as PostgreSQL reports them. Callers serialise writes.
+
+use std::io;
+use std::path::Path;
+
+use pgrx::prelude::*;
+
+use super::error::{self, file_access_code, os_message, ErrorReport};
+use super::{ffi, settings};
+use crate::snowflake::config::sentence;
+use crate::snowflake::generator::Mark;
+use crate::snowflake::state_file::{self as format, StateFile, StateRecord};
+
+/// The state file could not be written.
+#[derive(Debug)]
+pub struct WriteError {
+    pub path: &'static Path,
+    pub io: io::Error,
+}
+
+impl From<WriteError> for ErrorReport {
+    #[track_caller]
+    fn from(e: WriteError) -> ErrorReport {
+        error::new(
+            file_access_code(&e.io),
+            format!("could not write snowflake_id state file \"{}\": {}", e.path.display(), os_message(&e.io)),
+        )
+    }
+}
+
+/// The state file could not be read, or holds no mark that can be trusted.
+#[derive(Debug)]
+pub struct ReadError {
+    pub path: &'static Path,
+    pub error: format::StateFileError,
+}
+
+impl From<ReadError> for ErrorReport {
+    #[track_caller]
+    fn from(e: ReadError) -> ErrorReport {
+        let shown = e.path.display();
+        let recovery = "The file holds the floor above which this server continues. An older copy (from a backup) \
+                        is no floor. If you cannot repair it, move it aside and start the server only once the \
+                        system clock is past the newest ID this server may have issued: snowflake_timestamp(max(id)) \
+                        of your tables, plus snowflake_id.max_clock_drift if IDs ran ahead.";
+        match e.error {
+            format::StateFileError::Unreadable(io) => error::new(
+                file_access_code(&io),
+                format!("could not read snowflake_id state file \"{shown}\": {}", os_message(&io)),
+            )
+            .set_hint(format!("Check the file's permissions: it must be readable by the server's user. {recovery}")),
+            format::StateFileError::Corrupt(why) => error::new(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!("snowflake_id state file \"{shown}\" is corrupt"),
+            )
+            .set_detail(sentence(&format!("the file is corrupt because {why}")))
+            .set_hint(recovery),
+        }
+    }
+}
+
+/// What a DBA does about an unknown mark.
+pub fn unknown_mark_hint(path: &Path) -> String {
+    format!(
+        "Stop the server, copy snowflake_id.state from the data directory of the cluster this one was made from \
+         over \"{}\", and start it again. If that cluster never generated IDs, remove the file instead.",
+        path.display()
+    )
+}
+
+/// What the state file says; `None` when there is none.
+pub fn read() -> Result<Option<StateFile>, ReadError> {
+    let path = settings::state_path();
+    format::read(path).map_err(|error| ReadError { path, error })
+}
+
+/// Writes a mark set ahead, or with `exact`, the point a clean shutdown
+/// stopped at, with the settings in force.
+pub fn write_mark(mark: &Mark, exact: bool) -> Result<(), WriteError> {
+    let config = settings::config();
+    write(&StateRecord::new(mark, exact, &config.codec, config.node).render())
+}
+
+/// Writes that this data directory's mark is unknown, and why.
+pub fn write_unknown(reason: &str) -> Result<(), WriteError> {
+    write(&format::render_unknown(reason))
+}
+
+fn write(contents: &str) -> Result<(), WriteError> {
+    let path = settings::state_path();
+    format::write(path, contents, ffi::file_create_mode()).map_err(|io| WriteError { path, io })
+}
