@@ -1,6 +1,7 @@
 //! Many IDs at once: a bulk call holds millions of them, and a cancel request
-//! or statement_timeout must end it quickly; a parallel query generates in its
-//! workers, which share the one generator and may log its marks.
+//! or statement_timeout must end it quickly; several backends at once, and a
+//! parallel query's workers, share the one generator (the workers may log its
+//! marks) and never repeat an ID.
 
 mod common;
 
@@ -54,4 +55,41 @@ fn parallel_workers_generate_and_log_marks_without_repeating() {
     assert_eq!((n, distinct), (300_000, 300_000));
     let marks: i64 = s.query_one("SELECT marks_written FROM snowflake_status()", &[]).unwrap().get(0);
     assert!(marks >= 1);
+}
+
+/// Several backends at once, each through its own client connection,
+/// alternating single calls and bulk calls.
+#[test]
+fn concurrent_backends_never_collide() {
+    let c = Cluster::new("backends", &[]);
+    c.start();
+    drop(c.session()); // creates the extension, once
+    let c = &c;
+    let mut all: Vec<i64> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|i| {
+                scope.spawn(move || {
+                    let mut client = c.connect();
+                    let mut ids = Vec::new();
+                    for round in 0..10 {
+                        let sql = if (i + round) % 2 == 0 {
+                            "SELECT snowflake_next_id() FROM generate_series(1, 5000)"
+                        } else {
+                            "SELECT snowflake_next_ids(5000)"
+                        };
+                        let batch: Vec<i64> = client.query(sql, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+                        assert!(batch.windows(2).all(|w| w[0] < w[1]), "each backend sees increasing IDs");
+                        ids.extend(batch);
+                    }
+                    ids
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicates across backends");
+    assert_eq!(n, 200_000);
 }

@@ -39,12 +39,14 @@ INSERT INTO stepped (v) SELECT g FROM generate_series(1, 3) g;
 SELECT snowflake_adopt('stepped', 'id');
 SELECT nextval('stepped_id_seq');
 
--- Refusals. The first snowflake ID depends on the time: shown as N.
+-- Refusals, each with its SQLSTATE. The first snowflake ID depends on the time: shown as N.
 CREATE TABLE labelled (code text PRIMARY KEY);
 CREATE TABLE huge (id bigint PRIMARY KEY);
 INSERT INTO huge VALUES (9000000000000000000);
 SELECT snowflake_adopt('customers', 'nope');
+\echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_adopt('labelled', 'code');
+\echo :LAST_ERROR_SQLSTATE
 DO $$
 BEGIN
     PERFORM snowflake_adopt('huge', 'id');
@@ -52,9 +54,11 @@ EXCEPTION WHEN numeric_value_out_of_range THEN
     RAISE NOTICE '%', regexp_replace(SQLERRM, 'ID \d+$', 'ID N');
 END $$;
 SELECT snowflake_adopt('no_such_table', 'id');
+\echo :LAST_ERROR_SQLSTATE
 CREATE ROLE snowflake_regress_stranger;
 SET ROLE snowflake_regress_stranger;
 SELECT snowflake_adopt('labelled', 'code');
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP ROLE snowflake_regress_stranger;
 
@@ -73,5 +77,11 @@ FROM pg_attribute WHERE attname = 'depot' ORDER BY 1;
 CREATE TABLE regions (id serial PRIMARY KEY);
 CREATE TABLE sales (region integer REFERENCES regions, amount int) PARTITION BY LIST (region);
 SELECT snowflake_adopt('regions', 'id');
+\echo :LAST_ERROR_SQLSTATE
 SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'regions'::regclass AND attname = 'id';
+-- The key column itself as a partition key.
+CREATE TABLE keyed (id serial, PRIMARY KEY (id)) PARTITION BY RANGE (id);
+SELECT snowflake_adopt('keyed', 'id');
+\echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_adopt('stock_low', 'depot');
+\echo :LAST_ERROR_SQLSTATE

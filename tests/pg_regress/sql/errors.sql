@@ -2,7 +2,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO';
 
--- Runs a statement and shows the error it raises, one row per error.
+-- Runs a statement and shows the error it raises, one row per error. The
+-- #[pg_test]s catch errors with this same definition (src/pg/tests/mod.rs reads it).
 CREATE FUNCTION pg_temp.try(statement text,
     OUT state text, OUT message text, OUT detail text, OUT hint text) AS $$
 BEGIN
@@ -33,6 +34,7 @@ SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', NULL, 
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infinity''::timestamptz)');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infinity'')');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''2025-01-01 00:00:00 Europe/Paris'')');
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''discord'', ''yesterday'')');
 
 -- Times outside the layout.
 SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2024-12-31 23:59:59.999+00'')');
