@@ -168,7 +168,10 @@ fn the_clock_back_field_counts_step_backs_and_survives_a_restart() {
     assert!(row.get::<_, i64>(3) < 1000, "no drift in the new era");
     // The warning says what clock_back mode did, not what borrowing would.
     let log = c.log();
-    assert!(log.contains("so snowflake_id counts it in the clock_back field and continues with the clock's time"), "{log}");
+    assert!(
+        log.contains("so snowflake_id counts it in the clock_back field and continues with the clock's time"),
+        "{log}"
+    );
     drop(s);
 
     c.stop();
@@ -183,7 +186,10 @@ fn the_clock_back_field_counts_step_backs_and_survives_a_restart() {
 fn a_used_up_clock_back_field_is_an_error_not_a_wrap() {
     let c = Cluster::with_fake_clock(
         "clockbackfull",
-        &["snowflake_id.layout = 'clock_back:1,timestamp:40,worker:10,sequence:12'", "snowflake_id.max_clock_drift = 0"],
+        &[
+            "snowflake_id.layout = 'clock_back:1,timestamp:40,worker:10,sequence:12'",
+            "snowflake_id.max_clock_drift = 0",
+        ],
     );
     c.start();
     let clock = c.clock.as_ref().unwrap();

@@ -60,11 +60,7 @@ fn both_extensions_load_in_either_order_and_both_generate() {
     for order in ["snowflake_id,pgedge_standin", "pgedge_standin,snowflake_id"] {
         let c = Cluster::new(
             "coexist",
-            &[
-                &format!("shared_preload_libraries = '{order}'"),
-                "snowflake.node = 3",
-                "snowflake_id.worker_id = 5",
-            ],
+            &[&format!("shared_preload_libraries = '{order}'"), "snowflake.node = 3", "snowflake_id.worker_id = 5"],
         );
         c.start();
         let log = c.log();

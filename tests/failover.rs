@@ -24,7 +24,10 @@ fn insert(c: &Cluster, side: &str) {
 fn mark_of(c: &Cluster) -> (f64, i64) {
     let row = c
         .connect()
-        .query_one("SELECT extract(epoch FROM high_water_mark)::float8 * 1000, marks_replayed FROM snowflake_status()", &[])
+        .query_one(
+            "SELECT extract(epoch FROM high_water_mark)::float8 * 1000, marks_replayed FROM snowflake_status()",
+            &[],
+        )
         .unwrap();
     (row.get(0), row.get(1))
 }
@@ -82,7 +85,8 @@ fn a_standby_with_a_clock_two_seconds_behind_takes_over_above_every_replicated_i
 fn a_standby_takes_over_above_ids_its_primary_issued_ahead_of_the_clock() {
     // 256 IDs per millisecond, so that a burst of two million IDs runs the
     // generator about eight seconds ahead of the clock.
-    let settings = ["snowflake_id.layout = 'timestamp:41,datacenter:5,worker:9,sequence:8'", "snowflake_id.worker_id = 1"];
+    let settings =
+        ["snowflake_id.layout = 'timestamp:41,datacenter:5,worker:9,sequence:8'", "snowflake_id.worker_id = 1"];
     let primary = Cluster::new("burst", &settings);
     primary.start();
     let mut s = primary.session();

@@ -181,8 +181,8 @@ fn start_long_bulk(c: &Cluster) -> std::thread::JoinHandle<String> {
         Err(e) => e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()),
     });
     for _ in 0..200 {
-        let running: i64 =
-            c.one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT count(*) FROM snowflake_next_ids(6%'");
+        let running: i64 = c
+            .one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT count(*) FROM snowflake_next_ids(6%'");
         if running == 1 {
             sleep(Duration::from_millis(1500));
             return handle;

@@ -55,10 +55,7 @@ fn pg_waldump_and_pg_walinspect_show_the_marks() {
     }
 
     // pg_waldump cannot load extension code: it names the records by their ID.
-    let out = c.run(
-        "pg_waldump",
-        &["-p", c.data.join("pg_wal").to_str().unwrap(), "-s", &start, "-e", &end],
-    );
+    let out = c.run("pg_waldump", &["-p", c.data.join("pg_wal").to_str().unwrap(), "-s", &start, "-e", &end]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dump = String::from_utf8_lossy(&out.stdout);
     let ours = dump.lines().filter(|l| l.contains("rmgr: custom197")).count();
@@ -198,7 +195,8 @@ fn an_upgraded_cluster_refuses_until_the_old_state_file_is_brought_over() {
         new.connect().batch_execute("INSERT INTO t (side) SELECT 'new' FROM generate_series(1, 10000)").unwrap();
         let new_min: i64 = new.one("SELECT min(id) FROM t WHERE side = 'new'");
         assert!(new_min > old_max, "{mode}: {new_min} after {old_max}");
-        let ahead: bool = new.one("SELECT snowflake_timestamp(max(id)) > clock_timestamp() + interval '30 minutes' FROM t");
+        let ahead: bool =
+            new.one("SELECT snowflake_timestamp(max(id)) > clock_timestamp() + interval '30 minutes' FROM t");
         assert!(ahead, "{mode}: the new IDs continue an hour ahead, above the old ones");
     }
 }

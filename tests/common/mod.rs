@@ -308,10 +308,8 @@ impl Cluster {
         let mut s = self.connect();
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let done: bool = s
-                .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&target])
-                .unwrap()
-                .get(0);
+            let done: bool =
+                s.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&target]).unwrap().get(0);
             if done {
                 return;
             }
@@ -649,7 +647,8 @@ pub fn run_pg_regress(c: &Cluster, accept: bool) -> Result<(), String> {
     let output = c.dir.join("regress");
     fs::create_dir_all(&output).unwrap();
     let out = Command::new(pg_config()).arg("--pkglibdir").output().unwrap();
-    let pg_regress = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("pgxs/src/test/regress/pg_regress");
+    let pg_regress =
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("pgxs/src/test/regress/pg_regress");
     let status = Command::new(pg_regress)
         .arg("--use-existing")
         .args(["--host=127.0.0.1", &format!("--port={}", c.port), "--user=postgres"])
