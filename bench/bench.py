@@ -82,6 +82,8 @@ class Server:
             "listen_addresses = '127.0.0.1'",
             f"unix_socket_directories = '{self.dir}'",
             "shared_preload_libraries = 'snowflake_id'",
+            "snowflake_id.datacenter_id = 0",
+            "snowflake_id.worker_id = 0",
             "shared_buffers = '512MB'",
             "max_wal_size = '4GB'",
             "max_connections = 50",

@@ -1,5 +1,6 @@
 //! Servers with other settings: a non-default layout and node, settings that
-//! must stop the server, and the library not preloaded.
+//! must stop the server (bad values, misspelled or missing names), and the
+//! library not preloaded.
 
 mod common;
 
@@ -136,6 +137,75 @@ fn a_setting_under_its_old_name_stops_the_server_with_the_new_name() {
         assert!(log.contains(&fatal), "{old:?}: no {fatal:?} in\n{log}");
         assert!(log.contains(&format!("HINT:  Rename {name} to {new}")), "{log}");
     }
+}
+
+/// Starts `c` with `case.conf` holding `settings`; on failure, the log lines
+/// of that attempt.
+fn start_with(c: &Cluster, settings: &str) -> Result<(), String> {
+    c.write_data_file("case.conf", format!("{settings}\n").as_bytes());
+    let log_before = c.log().len();
+    c.try_start().map_err(|_| c.log()[log_before..].to_string())
+}
+
+/// The log lines of a start with `settings` that the server refused; fails
+/// the test if it started.
+fn refused_start(c: &Cluster, settings: &str) -> String {
+    match start_with(c, settings) {
+        Ok(()) => {
+            c.stop();
+            panic!("the server started with {settings:?}");
+        }
+        Err(log) => log,
+    }
+}
+
+#[test]
+fn a_misspelled_setting_stops_the_server_naming_the_one_it_meant() {
+    let c = Cluster::new("typos", &["include_if_exists = 'case.conf'"]);
+    for (typo, meant) in [
+        ("snowflake_id.workerid = 7", "snowflake_id.worker_id"),
+        ("snowflake_id.datacentre_id = 1", "snowflake_id.datacenter_id"),
+        ("snowflake_id.max_clock_dirft = '1s'", "snowflake_id.max_clock_drift"),
+        ("snowflake_id.epoc = '2025-06-01'", "snowflake_id.epoch"),
+    ] {
+        let log = refused_start(&c, typo);
+        let name = typo.split(' ').next().unwrap();
+        let fatal = format!("FATAL:  unrecognized configuration parameter \"{name}\"");
+        assert!(log.contains(&fatal), "{typo:?}: no {fatal:?} in\n{log}");
+        assert!(log.contains("DETAIL:  It is set in file \"") && log.contains("case.conf\" line 1."), "{log}");
+        assert!(log.contains(&format!("HINT:  Did you mean \"{meant}\"?")), "{typo:?}:\n{log}");
+        assert!(!log.contains("WARNING:"), "PostgreSQL's own warning never comes:\n{log}");
+    }
+    // pgEdge's snowflake.* settings are not ours to judge.
+    start_with(&c, "snowflake.node = 3").expect("another prefix is left alone");
+    c.stop();
+}
+
+#[test]
+fn a_layout_with_node_fields_needs_its_numbers_written_out() {
+    let c = Cluster::without_identity("identity", &["include_if_exists = 'case.conf'"]);
+    for (settings, fatal) in [
+        ("", "parameters \"snowflake_id.datacenter_id\" and \"snowflake_id.worker_id\" must be set"),
+        ("snowflake_id.worker_id = 3", "parameter \"snowflake_id.datacenter_id\" must be set"),
+        ("snowflake_id.datacenter_id = 3", "parameter \"snowflake_id.worker_id\" must be set"),
+        ("snowflake_id.layout = 'instagram'", "parameter \"snowflake_id.worker_id\" must be set"),
+    ] {
+        let log = refused_start(&c, settings);
+        assert!(log.contains(&format!("FATAL:  {fatal}")), "{settings:?}: no {fatal:?} in\n{log}");
+        assert!(log.contains("DETAIL:  The layout ") && log.contains("Left unset they would be 0"), "{log}");
+        assert!(log.contains("HINT:  Set snowflake_id."), "{log}");
+    }
+    // A layout without node fields needs none.
+    start_with(&c, "snowflake_id.layout = 'mastodon'").expect("mastodon has no node fields");
+    c.stop();
+    // Written out, 0 is as good a number as any.
+    start_with(&c, "snowflake_id.datacenter_id = 0\nsnowflake_id.worker_id = 0").expect("explicit zeros start");
+    let row = c
+        .session()
+        .query_one("SELECT datacenter_id, worker_id FROM snowflake_decode(snowflake_next_id())", &[])
+        .unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (0, 0));
+    c.stop();
 }
 
 #[test]

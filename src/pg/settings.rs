@@ -7,6 +7,11 @@
 //! the server with a FATAL error naming the setting: PostgreSQL's default for a
 //! rejected extension setting is a WARNING and the built-in default, which for
 //! a worker number would silently make this server collide with another.
+//! For the same reason the numbers a layout has fields for must be written
+//! out (an explicit 0 is fine), and a `snowflake_id.` name that is none of
+//! ours, such as `snowflake_id.workerid`, stops the server too: PostgreSQL
+//! would drop it with a WARNING, and the setting it was meant to be would
+//! keep its default.
 //!
 //! The parsed form is kept for the life of the process: [`config`] (layout,
 //! time base and node, validated together) and [`state_path`]. The postmaster
@@ -26,7 +31,7 @@ use pgrx::PgLogLevel;
 use super::clock;
 use super::error::{self, ErrorReport, Raise};
 use crate::snowflake::config::{self, Config, ConfigError, Settings};
-use crate::snowflake::layout::Field;
+use crate::snowflake::layout::{Field, Layout};
 use crate::snowflake::state_file;
 use crate::snowflake::time::UnixMillis;
 
@@ -113,6 +118,7 @@ fn define_and_validate(now: UnixMillis) -> Config {
     let raw_rmgr_id = raw_setting(WAL_RMGR_ID_NAME);
 
     refuse_old_names();
+    refuse_unknown_names();
     // Numbers are read as written before PostgreSQL parses them, which would
     // accept 010 (octal 8) or 0x1f, and warn about 7ms before our refusal.
     let int = |name: &'static CStr, raw: &Option<String>| raw.as_deref().map(|text| parse_int(name, text));
@@ -130,6 +136,7 @@ fn define_and_validate(now: UnixMillis) -> Config {
         worker_id: worker_id.unwrap_or_else(|| i64::from(WORKER_ID.get())),
     };
     let config = Config::new(settings, now).unwrap_or_else(|e| refuse_to_start(e));
+    refuse_missing_identity(&config.codec.layout, raw_datacenter.is_some(), raw_worker.is_some());
     let rmgr_id = rmgr_id.unwrap_or_else(|| i64::from(WAL_RMGR_ID.get()));
     if !RMGR_IDS.contains(&rmgr_id) {
         refuse_to_start(ConfigError {
@@ -412,6 +419,123 @@ fn refuse_old_names() {
         ))
         .raise(PgLogLevel::FATAL);
     }
+}
+
+/// Every setting snowflake_id defines.
+const NAMES: [&CStr; 8] = [
+    LAYOUT_NAME,
+    EPOCH_NAME,
+    TICK_MS_NAME,
+    DATACENTER_NAME,
+    WORKER_NAME,
+    MAX_CLOCK_DRIFT_NAME,
+    MAX_WAIT_NAME,
+    WAL_RMGR_ID_NAME,
+];
+
+/// Stops the server on a `snowflake_id.` setting that is none of ours, naming
+/// the one it probably meant.
+fn refuse_unknown_names() {
+    let ours = NAMES.map(static_name);
+    for (name, place) in placeholders() {
+        let lower = name.to_ascii_lowercase();
+        if !lower.starts_with("snowflake_id.") || ours.contains(&lower.as_str()) {
+            continue;
+        }
+        let meant = config::nearest(&lower, &ours).expect("snowflake_id has settings");
+        let set_in =
+            place.map_or_else(String::new, |(file, line)| format!("It is set in file \"{file}\" line {line}. "));
+        error::new(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!("unrecognized configuration parameter \"{name}\""),
+        )
+        .set_detail(format!(
+            "{set_in}snowflake_id has no setting of that name. Ignoring it would leave the setting it was meant \
+                 to be at its default."
+        ))
+        .set_hint(format!(
+            "Did you mean \"{meant}\"? Correct the name in postgresql.conf (or postgresql.auto.conf) and start \
+                 the server again."
+        ))
+        .raise(PgLogLevel::FATAL);
+    }
+}
+
+/// The settings PostgreSQL has read from the configuration that no library
+/// has defined (yet), with the file and line that set each, when known.
+fn placeholders() -> Vec<(String, Option<(String, i32)>)> {
+    let flag = pg_sys::GUC_CUSTOM_PLACEHOLDER as c_int;
+    // SAFETY: the postmaster's own table of settings, read while libraries
+    // load, before any other process exists; each entry is a valid
+    // config_generic with a name, and a file name when it has a source file.
+    unsafe {
+        guc_variables()
+            .into_iter()
+            .map(|v| &*v)
+            .filter(|v| v.flags & flag != 0)
+            .map(|v| {
+                let name = CStr::from_ptr(v.name).to_string_lossy().into_owned();
+                let file =
+                    (!v.sourcefile.is_null()).then(|| CStr::from_ptr(v.sourcefile).to_string_lossy().into_owned());
+                (name, file.map(|f| (f, v.sourceline)))
+            })
+            .collect()
+    }
+}
+
+/// Every setting PostgreSQL knows, defined or placeholder.
+///
+/// # Safety
+/// In a process that has built its table of settings.
+#[cfg(feature = "pg15")]
+unsafe fn guc_variables() -> Vec<*mut pg_sys::config_generic> {
+    // SAFETY: the table and its length, as PostgreSQL 15 exposes them.
+    unsafe {
+        let n = usize::try_from(pg_sys::GetNumConfigOptions()).unwrap_or(0);
+        std::slice::from_raw_parts(pg_sys::get_guc_variables(), n).to_vec()
+    }
+}
+
+/// Every setting PostgreSQL knows, defined or placeholder.
+///
+/// # Safety
+/// In a process that has built its table of settings.
+#[cfg(not(feature = "pg15"))]
+unsafe fn guc_variables() -> Vec<*mut pg_sys::config_generic> {
+    let mut n: c_int = 0;
+    // SAFETY: PostgreSQL 16 and later return a palloc'd array of `n` entries.
+    unsafe {
+        let vars = pg_sys::get_guc_variables(&mut n);
+        std::slice::from_raw_parts(vars, usize::try_from(n).unwrap_or(0)).to_vec()
+    }
+}
+
+/// Stops the server when the layout has a datacenter or worker field whose
+/// number the configuration does not set: left to the default, it would be
+/// 0, the number of every other server nobody configured either.
+fn refuse_missing_identity(layout: &Layout, datacenter_set: bool, worker_set: bool) {
+    let missing = config::missing_identity(layout, datacenter_set, worker_set);
+    if missing.is_empty() {
+        return;
+    }
+    let quoted: Vec<String> = missing.iter().map(|n| format!("\"{n}\"")).collect();
+    let fields: Vec<&str> =
+        missing.iter().map(|n| if *n == static_name(DATACENTER_NAME) { "datacenter" } else { "worker" }).collect();
+    let (parameters, fields) = match fields.len() {
+        1 => (format!("parameter {}", quoted[0]), format!("a {} field", fields[0])),
+        _ => (format!("parameters {}", quoted.join(" and ")), format!("{} fields", fields.join(" and "))),
+    };
+    error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{parameters} must be set"))
+        .set_detail(format!(
+            "The layout {layout} has {fields}, and every server generating IDs into one ID space needs its own \
+             numbers. Left unset they would be 0, the numbers of every other server nobody configured either."
+        ))
+        .set_hint(format!(
+            "Set {} in postgresql.conf to this server's own numbers (0 is fine when no other server uses it) and \
+             start the server again.",
+            missing.join(" and ")
+        ))
+        .raise(PgLogLevel::FATAL);
 }
 
 /// The setting as the configuration wrote it, or `None` if not set anywhere.

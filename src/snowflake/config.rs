@@ -7,7 +7,7 @@
 use std::fmt;
 
 use super::codec::{Codec, Node};
-use super::layout::Field;
+use super::layout::{Field, Layout};
 use super::preset::{self, ResolvedLayout};
 use super::time::{parse_instant, TimeBase, UnixMillis, MAX_TICK_MS};
 
@@ -186,6 +186,43 @@ pub fn sentence(fragment: &str) -> String {
     s
 }
 
+/// The identity settings a layout needs written out: the datacenter and
+/// worker numbers it has a field for, where the configuration does not set
+/// them. Left unset they would be 0, the numbers every other server that was
+/// not configured has too, so the server refuses to start instead.
+pub fn missing_identity(layout: &Layout, datacenter_set: bool, worker_set: bool) -> Vec<&'static str> {
+    let mut missing = Vec::new();
+    if layout.field(Field::Datacenter).is_some() && !datacenter_set {
+        missing.push("snowflake_id.datacenter_id");
+    }
+    if layout.field(Field::Worker).is_some() && !worker_set {
+        missing.push("snowflake_id.worker_id");
+    }
+    missing
+}
+
+/// The name among `names` closest to `name`: the fewest single-character
+/// insertions, deletions and substitutions (ties go to the earlier name). For
+/// suggesting what a misspelled setting meant.
+pub fn nearest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    names.iter().copied().min_by_key(|candidate| edit_distance(name, candidate))
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,5 +378,35 @@ mod tests {
             assert_eq!(e.setting, setting, "{e}");
             assert!(!e.hint.is_empty());
         }
+    }
+
+    #[test]
+    fn a_layout_with_node_fields_needs_them_written_out() {
+        let default = Layout::parse(DEFAULT_SPEC).unwrap();
+        let both = vec!["snowflake_id.datacenter_id", "snowflake_id.worker_id"];
+        assert_eq!(missing_identity(&default, false, false), both);
+        assert_eq!(missing_identity(&default, true, false), vec!["snowflake_id.worker_id"]);
+        assert_eq!(missing_identity(&default, false, true), vec!["snowflake_id.datacenter_id"]);
+        assert!(missing_identity(&default, true, true).is_empty());
+        let instagram = preset::resolve("instagram").unwrap().layout;
+        assert_eq!(missing_identity(&instagram, false, false), vec!["snowflake_id.worker_id"]);
+        assert!(missing_identity(&instagram, false, true).is_empty(), "no datacenter field, nothing to set");
+        let mastodon = preset::resolve("mastodon").unwrap().layout;
+        assert!(missing_identity(&mastodon, false, false).is_empty(), "no node fields");
+    }
+
+    #[test]
+    fn a_misspelled_name_is_matched_to_the_nearest_setting() {
+        let names =
+            ["snowflake_id.layout", "snowflake_id.datacenter_id", "snowflake_id.worker_id", "snowflake_id.max_wait"];
+        assert_eq!(nearest("snowflake_id.workerid", &names), Some("snowflake_id.worker_id"));
+        assert_eq!(nearest("snowflake_id.worker", &names), Some("snowflake_id.worker_id"));
+        assert_eq!(nearest("snowflake_id.datacentre_id", &names), Some("snowflake_id.datacenter_id"));
+        assert_eq!(nearest("snowflake_id.lay_out", &names), Some("snowflake_id.layout"));
+        assert_eq!(nearest("snowflake_id.maxwait", &names), Some("snowflake_id.max_wait"));
+        assert_eq!(nearest("anything", &[]), None);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
     }
 }

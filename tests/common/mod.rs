@@ -16,6 +16,14 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// The identity a DBA writes out for a server whose number no other server
+/// has; a test's own settings come after it and win.
+const DEFAULT_IDENTITY: [&str; 2] = ["snowflake_id.datacenter_id = 0", "snowflake_id.worker_id = 0"];
+
+fn with_identity<'a>(settings: &[&'a str]) -> Vec<&'a str> {
+    DEFAULT_IDENTITY.iter().copied().chain(settings.iter().copied()).collect()
+}
+
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 fn pg_major() -> &'static str {
@@ -181,20 +189,26 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A new cluster with snowflake_id preloaded and `settings` appended to
-    /// postgresql.conf. Not started.
+    /// A new cluster with snowflake_id preloaded, its identity written out as
+    /// a DBA must (datacenter 0, worker 0), and `settings` appended to
+    /// postgresql.conf, where they win over those. Not started.
     pub fn new(name: &str, settings: &[&str]) -> Cluster {
+        Self::build(name, true, &with_identity(settings), false, &[])
+    }
+
+    /// Like `new`, without the identity settings: only `settings`.
+    pub fn without_identity(name: &str, settings: &[&str]) -> Cluster {
         Self::build(name, true, settings, false, &[])
     }
 
     /// Like `new`, initialised with `initdb --allow-group-access`.
     pub fn with_group_access(name: &str, settings: &[&str]) -> Cluster {
-        Self::build(name, true, settings, false, &["--allow-group-access"])
+        Self::build(name, true, &with_identity(settings), false, &["--allow-group-access"])
     }
 
     /// Like `new`, with a clock the test can step through libfaketime.
     pub fn with_fake_clock(name: &str, settings: &[&str]) -> Cluster {
-        Self::build(name, true, settings, true, &[])
+        Self::build(name, true, &with_identity(settings), true, &[])
     }
 
     /// A cluster without snowflake_id in shared_preload_libraries.
