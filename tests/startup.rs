@@ -224,3 +224,26 @@ fn without_preloading_the_extension_refuses_cleanly() {
     let one: i32 = s.query_one("SELECT 1", &[]).unwrap().get(0);
     assert_eq!(one, 1);
 }
+
+#[test]
+fn a_changed_worker_number_starts_and_says_what_to_check() {
+    let c = Cluster::new("renumbered", &["snowflake_id.worker_id = 3"]);
+    c.start();
+    let before: i64 = c.session().query_one("SELECT max(id) FROM snowflake_next_ids(1000) AS id", &[]).unwrap().get(0);
+    c.stop();
+    c.set("snowflake_id.worker_id = 9");
+    let log_before = c.log().len();
+    c.start();
+    let log = c.log()[log_before..].to_string();
+    assert!(log.contains("WARNING:  snowflake_id node number changed since the state file was written"), "{log}");
+    assert!(log.contains("Changed: snowflake_id.worker_id (3 → 9)."), "{log}");
+    assert!(log.contains("HINT:  Check that no other server generates with datacenter 0, worker 9"), "{log}");
+    assert!(log.contains("old number (datacenter 0, worker 3)"), "{log}");
+    assert!(!log.contains("snowflake_id settings changed"), "only the node changed:\n{log}");
+    let row = c
+        .session()
+        .query_one("SELECT s.id, d.worker_id FROM (SELECT snowflake_next_id() AS id) s, snowflake_decode(s.id) d", &[])
+        .unwrap();
+    assert!(row.get::<_, i64>(0) > before, "above the IDs of the old number");
+    assert_eq!(row.get::<_, i32>(1), 9);
+}

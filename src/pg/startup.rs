@@ -30,6 +30,7 @@ use pgrx::PgLogLevel;
 use super::error::{self, os_message, ErrorReport, Raise};
 use super::shmem::{self, State};
 use super::{settings, state_file};
+use crate::snowflake::codec::Node;
 use crate::snowflake::config::{sentence, Config};
 use crate::snowflake::generator::{window_ticks, Generator, Mark};
 use crate::snowflake::state_file::StateFile;
@@ -119,15 +120,19 @@ fn initial_state() -> State {
         }
         Some(StateFile::Mark(record)) => record,
     };
-    let changed = record.changed_settings(&config.codec, config.node);
-    if !changed.is_empty() {
+    let scale = record.changed_scale(&config.codec);
+    if !scale.is_empty() {
         error::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id settings changed since the state file was written")
-            .set_detail(format!("Changed: {}.", changed.join(", ")))
+            .set_detail(format!("Changed: {}.", scale.join(", ")))
             .set_hint(
                 "Changing the layout, epoch or node numbers of an ID space that already has IDs can repeat IDs; new \
                  IDs still start above the recorded time.",
             )
             .report(PgLogLevel::WARNING);
+    }
+    let node = record.changed_node(config.node);
+    if !node.is_empty() {
+        report_new_node(&node, record.node, config.node);
     }
     let mark = record.mark.to_mark(&config.codec);
     let generator = new_generator(config, Some(mark), path);
@@ -142,6 +147,26 @@ fn initial_state() -> State {
     )
     .report(PgLogLevel::LOG);
     State::new(generator, false)
+}
+
+/// A server renumbered (the deployment guide's standby before promotion, or
+/// a copy given its own number) continues above its mark with the new
+/// number; what is left to check lies outside this server.
+fn report_new_node(changed: &[String], old: Node, new: Node) {
+    error::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id node number changed since the state file was written")
+        .set_detail(format!(
+            "Changed: {}. IDs continue above the recorded mark with datacenter {}, worker {}.",
+            changed.join(", "),
+            new.datacenter,
+            new.worker
+        ))
+        .set_hint(format!(
+            "Check that no other server generates with datacenter {}, worker {} (compare snowflake_status() across \
+             servers; the deployment guide has a query). Give the old number (datacenter {}, worker {}) to another \
+             server only once this one no longer uses it.",
+            new.datacenter, new.worker, old.datacenter, old.worker
+        ))
+        .report(PgLogLevel::WARNING);
 }
 
 fn new_generator(config: &Config, resume: Option<Mark>, path: &Path) -> Generator {

@@ -61,20 +61,29 @@ impl StateRecord {
         }
     }
 
-    /// Settings that differ between the file and the server, as `name (file → now)`.
-    pub fn changed_settings(&self, codec: &Codec, node: Node) -> Vec<String> {
-        let mut changed = Vec::new();
-        let mut check = |name: &str, was: String, now: String| {
-            if was != now {
-                changed.push(format!("{name} ({was} → {now})"));
-            }
-        };
-        check("snowflake_id.layout", self.layout.clone(), codec.layout.to_string());
-        check("snowflake_id.epoch", self.epoch.to_string(), codec.time.epoch().to_string());
-        check("snowflake_id.tick_ms", self.mark.tick_ms.to_string(), codec.time.tick_ms().to_string());
-        check("snowflake_id.datacenter_id", self.node.datacenter.to_string(), node.datacenter.to_string());
-        check("snowflake_id.worker_id", self.node.worker.to_string(), node.worker.to_string());
-        changed
+    /// The settings that give IDs their meaning (layout, epoch, tick) that
+    /// differ between the file and the server, as `name (file → now)`.
+    pub fn changed_scale(&self, codec: &Codec) -> Vec<String> {
+        [
+            changed("snowflake_id.layout", self.layout.clone(), codec.layout.to_string()),
+            changed("snowflake_id.epoch", self.epoch.to_string(), codec.time.epoch().to_string()),
+            changed("snowflake_id.tick_ms", self.mark.tick_ms.to_string(), codec.time.tick_ms().to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The node numbers that differ between the file and the server, as
+    /// `name (file → now)`.
+    pub fn changed_node(&self, node: Node) -> Vec<String> {
+        [
+            changed("snowflake_id.datacenter_id", self.node.datacenter.to_string(), node.datacenter.to_string()),
+            changed("snowflake_id.worker_id", self.node.worker.to_string(), node.worker.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     pub fn render(&self) -> String {
@@ -97,6 +106,10 @@ impl StateRecord {
         let _ = writeln!(body, "worker_id={}", self.node.worker);
         seal(body)
     }
+}
+
+fn changed(name: &str, was: String, now: String) -> Option<String> {
+    (was != now).then(|| format!("{name} ({was} → {now})"))
 }
 
 /// The file of a data directory whose mark is unknown.
@@ -418,8 +431,17 @@ mod tests {
     #[test]
     fn a_changed_setting_is_named() {
         let r = record(false);
-        assert!(r.changed_settings(&codec(), r.node).is_empty());
-        let moved = r.changed_settings(&codec(), Node { datacenter: 3, worker: 18 });
-        assert_eq!(moved, vec!["snowflake_id.worker_id (17 → 18)".to_string()]);
+        assert!(r.changed_node(r.node).is_empty() && r.changed_scale(&codec()).is_empty());
+        let moved = r.changed_node(Node { datacenter: 4, worker: 18 });
+        assert_eq!(moved, ["snowflake_id.datacenter_id (3 → 4)", "snowflake_id.worker_id (17 → 18)"]);
+        let later = Codec::new(codec().layout, TimeBase::new(UnixMillis(codec().time.epoch().0 + 3000), 10).unwrap());
+        let epoch = |t: &TimeBase| t.epoch().to_string();
+        assert_eq!(
+            r.changed_scale(&later),
+            [
+                format!("snowflake_id.epoch ({} → {})", epoch(&codec().time), epoch(&later.time)),
+                "snowflake_id.tick_ms (1 → 10)".to_string()
+            ]
+        );
     }
 }
