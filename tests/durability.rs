@@ -176,8 +176,10 @@ fn removing_the_clock_back_field_after_a_step_back_says_what_happened() {
     let log_before = c.log().len();
     assert!(c.try_start().is_err(), "started without the clock_back field");
     let log = c.log()[log_before..].to_string();
-    assert!(log.contains("FATAL:  snowflake_id.layout cannot continue the IDs recorded in the state file"), "{log}");
-    assert!(log.contains("records clock_back 1, but snowflake_id.layout"), "{log}");
-    assert!(log.contains("HINT:  Put the clock_back field back into snowflake_id.layout"), "{log}");
+    // Era 1 of the old layout lies above every ID the new one reaches for years.
+    assert!(log.contains("FATAL:  snowflake_id settings changed since the state file was written"), "{log}");
+    assert!(log.contains("Changed: snowflake_id.layout (clock_back:2,timestamp:39,"), "{log}");
+    assert!(log.contains("days from now"), "{log}");
+    assert!(log.contains("HINT:  Set the old values again"), "{log}");
     assert!(!log.contains("corrupt"), "{log}");
 }

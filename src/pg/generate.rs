@@ -6,7 +6,8 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
-use super::shmem::{self, MarkWriter, StepBackReport};
+use super::marks::OTHER_SETTINGS_HINT;
+use super::shmem::{self, MarkWriter, StepBackReport, Unknown};
 use super::timestamp::last_instant;
 use super::{clock, ffi, marks, settings, state_file};
 use crate::snowflake::generator::{Block, Refusal, MARK_WINDOW_MS};
@@ -116,9 +117,9 @@ pub fn reserve(want: u64) -> Block {
         let drift = time.ticks_in(settings::max_drift_ms());
         let (result, now, step_back) = {
             let mut state = shmem::lock();
-            if state.mark_unknown {
+            if let Some(why) = state.unknown {
                 drop(state);
-                refuse_unknown_mark();
+                refuse_unknown_mark(why);
             }
             // Read the clock under the lock, so that readings reach the
             // generator in order and a slow backend is not taken for a step back.
@@ -275,16 +276,25 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
     .raise(PgLogLevel::ERROR)
 }
 
-fn refuse_unknown_mark() -> ! {
-    error::new(
+fn refuse_unknown_mark(why: Unknown) -> ! {
+    let refused = error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "cannot generate snowflake IDs: the high-water mark of this data directory is unknown",
-    )
-    .set_detail(
-        "pg_upgrade made this cluster without the state file of the cluster it was upgraded from, which may have \
-         issued IDs ahead of the clock.",
-    )
-    .set_hint(state_file::unknown_mark_hint(settings::state_path()))
+    );
+    match why {
+        Unknown::Upgrade => refused
+            .set_detail(
+                "pg_upgrade made this cluster without the state file of the cluster it was upgraded from, which may \
+                 have issued IDs ahead of the clock.",
+            )
+            .set_hint(state_file::unknown_mark_hint(settings::state_path())),
+        Unknown::OtherSettings => refused
+            .set_detail(
+                "The last mark this server replayed or resumed from was made under other snowflake_id settings \
+                 (layout, epoch or tick_ms), and cannot be carried to this server's.",
+            )
+            .set_hint(OTHER_SETTINGS_HINT),
+    }
     .raise(PgLogLevel::ERROR)
 }
 

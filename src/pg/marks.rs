@@ -38,6 +38,15 @@
 //! promoted standby or a restored backup continues above every ID whose mark
 //! reached WAL. Any ID stored in a committed row had its mark logged before
 //! that row, because the mark is flushed before the ID is handed out.
+//!
+//! A record names the settings and the ID space its mark was made in. Under
+//! the same settings a replayed mark is used as it is; under others it is
+//! carried as an ID value ([`crate::snowflake::id_space`]), by the rule a
+//! server applies at start. A standby that cannot carry it keeps replaying,
+//! but refuses to generate (after promotion) until a mark it can carry
+//! arrives. A mark of a later ID space (a DBA started one on the primary)
+//! replaces the old space's, lower or not; one of an earlier space is passed
+//! over.
 
 use std::time::Instant;
 
@@ -45,16 +54,43 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, ErrorReport, Raise};
-use super::shmem::{self, MarkWriter, WriteTimes};
+use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
 use super::{clock, settings, wal};
+use crate::snowflake::codec::Codec;
 use crate::snowflake::generator::Mark;
+use crate::snowflake::id_space::{self, CarryError};
+use crate::snowflake::layout::Layout;
 use crate::snowflake::wal_record::WalMark;
+
+/// The layout of the state file this server started from: the layout of the
+/// marks a release before 0.4.0 logged, which do not name it. Set by the
+/// postmaster before it starts the startup process; read-only after.
+static mut V1_LAYOUT: Option<Layout> = None;
+
+/// Records the state file's layout for replaying old marks. Postmaster only.
+pub fn set_v1_layout(layout: Option<Layout>) {
+    // SAFETY: written in the postmaster's main thread, before the processes
+    // that replay WAL are forked.
+    unsafe { V1_LAYOUT = layout };
+}
+
+fn v1_layout() -> Option<Layout> {
+    // SAFETY: see set_v1_layout.
+    unsafe { V1_LAYOUT }
+}
+
+/// What a DBA does about a mark made under other settings.
+pub const OTHER_SETTINGS_HINT: &str = "Give this server the snowflake_id.layout, epoch and tick_ms its marks were \
+     made under (a standby: its primary's) and restart it; on a standby, a replayed mark it can carry ends this \
+     too. To abandon the IDs issued so far instead, start a new ID space (see the README).";
 
 /// Makes a mark durable that no ID can do without; on failure nothing was
 /// issued beyond the old mark, and the call fails. The caller holds `_writer`.
 pub fn write_needed(mark: Mark, _writer: &MarkWriter) {
-    match make_durable(&mark) {
+    // Read first: a guard in the match's scrutinee would be held through its arms.
+    let id_space = shmem::read().id_space;
+    match make_durable(&mark, id_space) {
         Ok(times) => shmem::lock().mark_written(mark, times),
         Err(e) => ErrorReport::from(e)
             .set_detail("No ID was issued: the generator records its high-water mark before using it.")
@@ -67,10 +103,14 @@ pub fn write_needed(mark: Mark, _writer: &MarkWriter) {
 /// on it: a failure is a warning, and the write is asked for again.
 pub fn renew(mark: Mark, held: Option<MarkWriter>) {
     let _writer = held.unwrap_or_else(MarkWriter::acquire);
-    if shmem::read().generator.covers(&mark) {
-        return;
-    }
-    match make_durable(&mark) {
+    let id_space = {
+        let state = shmem::read();
+        if state.generator.covers(&mark) {
+            return;
+        }
+        state.id_space
+    };
+    match make_durable(&mark, id_space) {
         Ok(times) => shmem::lock().mark_written(mark, times),
         Err(e) => {
             shmem::lock().generator.mark_failed();
@@ -87,14 +127,14 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
 /// Logs `mark` in WAL (flushed) and writes it to the state file. A WAL error
 /// is raised as a PostgreSQL error; a file error is returned, and then no ID
 /// may rely on the mark.
-fn make_durable(mark: &Mark) -> Result<WriteTimes, WriteError> {
+fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, WriteError> {
     let _delay = CheckpointDelay::start();
     let started = Instant::now();
-    wal::log_mark(mark);
+    wal::log_mark(mark, id_space);
     let logged = Instant::now();
     #[cfg(feature = "pg_test")]
     test_pause::between_wal_and_file();
-    state_file::write_mark(mark, false)?;
+    state_file::write_mark(mark, false, id_space)?;
     Ok(WriteTimes { wal_micros: clock::micros(logged - started), file_micros: clock::micros(logged.elapsed()) })
 }
 
@@ -112,39 +152,100 @@ pub unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     replay(&wal_mark);
 }
 
-/// Raises the generator to a replayed mark and records it in this server's
-/// state file before redo moves on.
+/// Raises the generator to a replayed mark, carried to this server's
+/// settings, and records it in this server's state file before redo moves on.
 fn replay(wal_mark: &WalMark) {
     let config = settings::config();
-    let mark = wal_mark.mark.to_mark(&config.codec);
     let _writer = MarkWriter::acquire();
-    let raised = {
+    let own_space = shmem::read().id_space;
+    if wal_mark.id_space < own_space {
+        return; // a mark of an ID space this server has left
+    }
+    let carried = match wal_mark.codec(v1_layout()) {
+        Some(made_under) => {
+            let mark = wal_mark.mark.to_mark(&made_under);
+            id_space::carry(&made_under, &mark, &config.codec, config.node).map_err(|e| (Some(made_under), e))
+        }
+        None => Err((None, CarryError::Unreachable)),
+    };
+    let outcome = {
         let mut state = shmem::lock();
-        match state.generator.raise_mark(mark) {
-            Ok(true) => Ok(Some(state.generator.mark())),
-            Ok(false) => Ok(None),
-            Err(e) => Err(e),
+        match carried {
+            Ok(mark) => {
+                let moved = if wal_mark.id_space > state.id_space {
+                    state.generator.enter_new_space(mark).map(|()| true)
+                } else {
+                    state.generator.raise_mark(mark)
+                };
+                match moved {
+                    Ok(moved) => {
+                        // A replayed mark is a floor this server can continue from.
+                        state.unknown = None;
+                        state.id_space = wal_mark.id_space;
+                        Ok(moved.then(|| (state.generator.mark(), state.id_space)))
+                    }
+                    Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
+                }
+            }
+            Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
         }
     };
-    let raised = raised.unwrap_or_else(|e| {
-        error::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("could not replay snowflake_id mark: it carries clock_back {}", e.recorded),
-        )
-        .set_detail(format!(
-            "The record ({wal_mark}) comes from a server whose layout has a wider clock_back field than this \
-             server's snowflake_id.layout ({}), which holds at most {}.",
-            config.codec.layout, e.max
-        ))
-        .set_hint("Give this server the same snowflake_id.layout as its primary.")
-        .raise(PgLogLevel::ERROR)
-    });
-    if let Some(mark) = raised {
-        if let Err(e) = state_file::write_mark(&mark, false) {
-            ErrorReport::from(e)
-                .set_detail("The replayed high-water mark must be recorded before recovery continues.")
-                .raise(PgLogLevel::ERROR);
+    match outcome {
+        Ok(Some((mark, id_space))) => {
+            if let Err(e) = state_file::write_mark(&mark, false, id_space) {
+                ErrorReport::from(e)
+                    .set_detail("The replayed high-water mark must be recorded before recovery continues.")
+                    .raise(PgLogLevel::ERROR);
+            }
         }
+        Ok(None) => {}
+        // Reported once, when this server stops knowing a mark it can use.
+        Err(before) if before != Some(Unknown::OtherSettings) => {
+            let why = carried.err().and_then(|(made_under, e)| made_under.map(|_| e));
+            report_cannot_carry(wal_mark, &config.codec, why);
+        }
+        Err(_) => {}
+    }
+}
+
+fn report_cannot_carry(wal_mark: &WalMark, own: &Codec, why: Option<CarryError>) {
+    let made_under = match wal_mark.codec(v1_layout()) {
+        Some(codec) => describe(&codec),
+        None => format!(
+            "epoch {}, tick_ms {} and a layout a record of 0.3.0 does not name",
+            wal_mark.epoch, wal_mark.mark.tick_ms
+        ),
+    };
+    error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "snowflake_id cannot carry a replayed mark to this server's settings: it will not generate IDs",
+    )
+    .set_detail(format!(
+        "The record ({wal_mark}) was made under {made_under}; this server has {}.{}",
+        describe(own),
+        why.map_or(String::new(), |e| format!(" {}", carry_failure(e)))
+    ))
+    .set_hint(OTHER_SETTINGS_HINT)
+    .report(PgLogLevel::WARNING);
+}
+
+/// The settings that give an ID its meaning, as a DBA writes them.
+pub fn describe(codec: &Codec) -> String {
+    format!("layout {}, epoch {}, tick_ms {}", codec.layout, codec.time.epoch(), codec.time.tick_ms())
+}
+
+/// Why a mark could not be carried, as a sentence.
+pub fn carry_failure(e: CarryError) -> &'static str {
+    match e {
+        CarryError::EarlierEras => {
+            "The mark is of a later clock_back era, and the old layout does not put clock_back above its timestamp: \
+             IDs of earlier eras may lie above it."
+        }
+        CarryError::LaterEras => {
+            "The new layout has its clock_back field below its timestamp: after a clock step back its IDs would fall \
+             below the old ones."
+        }
+        CarryError::Unreachable => "No ID of these settings reaches the IDs already issued before their range ends.",
     }
 }
 

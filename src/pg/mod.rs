@@ -6,21 +6,24 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write |
-//! | SQL | [`generate`], [`status`], [`decode`], `adopt` |
+//! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step |
+//! | SQL | [`generate`], [`status`], [`decode`], `adopt`, [`guard`] |
 //! | policy | [`marks`]: making a mark durable, replaying one |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`] |
-//! | base | [`settings`], [`error`], [`clock`], [`timestamp`], [`ffi`] |
+//! | base | [`settings`], [`error`], [`clock`], [`control`], [`timestamp`], [`ffi`] |
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(ffi_unwind_calls)]
 
 mod adopt;
 mod clock;
+mod control;
 mod decode;
 mod error;
 mod ffi;
 mod generate;
+mod guard;
 mod marks;
+mod new_space;
 mod settings;
 mod shmem;
 mod startup;

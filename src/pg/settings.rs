@@ -53,6 +53,19 @@ static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
 static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(24 * 3_600_000);
 static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RMGR_ID);
+static GUARD_ACTION: GucSetting<GuardAction> = GucSetting::<GuardAction>::new(GuardAction::Error);
+
+/// What the guard does when an applied row carries a node number another
+/// server uses (`snowflake_id.guard_action`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
+pub enum GuardAction {
+    /// Fail the apply: the subscription stops and retries, no row is stored.
+    #[name = c"error"]
+    Error,
+    /// Store the row and report it.
+    #[name = c"warning"]
+    Warning,
+}
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 static STATE_PATH: OnceLock<PathBuf> = OnceLock::new();
@@ -65,6 +78,7 @@ const WORKER_NAME: &CStr = c"snowflake_id.worker_id";
 const MAX_CLOCK_DRIFT_NAME: &CStr = c"snowflake_id.max_clock_drift";
 const MAX_WAIT_NAME: &CStr = c"snowflake_id.max_wait";
 const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
+const GUARD_ACTION_NAME: &CStr = c"snowflake_id.guard_action";
 
 /// Custom WAL resource manager IDs.
 const RMGR_IDS: std::ops::RangeInclusive<i64> = 128..=255;
@@ -383,6 +397,15 @@ fn define_runtime_settings() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_enum_guc(
+        GUARD_ACTION_NAME,
+        c"What snowflake_guard() does when an applied row carries a node number another server uses.",
+        c"error fails the apply, so that the subscription stops and retries and no such row is stored; warning \
+          stores the row and reports it.",
+        &GUARD_ACTION,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
 }
 
 /// Our settings' names before 0.3.0, and their names now. They are not aliases:
@@ -422,7 +445,7 @@ fn refuse_old_names() {
 }
 
 /// Every setting snowflake_id defines.
-const NAMES: [&CStr; 8] = [
+const NAMES: [&CStr; 9] = [
     LAYOUT_NAME,
     EPOCH_NAME,
     TICK_MS_NAME,
@@ -431,6 +454,7 @@ const NAMES: [&CStr; 8] = [
     MAX_CLOCK_DRIFT_NAME,
     MAX_WAIT_NAME,
     WAL_RMGR_ID_NAME,
+    GUARD_ACTION_NAME,
 ];
 
 /// Stops the server on a `snowflake_id.` setting that is none of ours, naming
@@ -590,6 +614,11 @@ fn refuse_to_start(e: ConfigError) -> ! {
 pub fn max_drift_ms() -> u64 {
     // SAFETY: an int PostgreSQL assigns in this process's main thread.
     u64::try_from(unsafe { *MAX_CLOCK_DRIFT.as_ptr() }).unwrap_or(0)
+}
+
+/// `snowflake_id.guard_action`, as PostgreSQL last assigned it.
+pub fn guard_action() -> GuardAction {
+    GUARD_ACTION.get()
 }
 
 /// `snowflake_id.max_wait` in milliseconds, read likewise.

@@ -1,5 +1,6 @@
-//! The generator in shared memory, behind one LWLock, and the lock that
-//! serialises writing its marks.
+//! The generator in shared memory, behind one LWLock, the lock that
+//! serialises writing its marks, and the guard's record of node owners and
+//! clashes behind a third.
 //!
 //! Every backend (parallel workers included) of the server shares one
 //! generator, so two backends never issue the same ID. What the segment
@@ -15,7 +16,10 @@
 //! - The mark writer lock ([`MarkWriter`]) is held while one mark is made
 //!   durable (WAL, then the state file), so that marks reach the file in
 //!   order. It is taken before the state lock, never while holding it.
-//! - Both are released by their guards' `Drop`, also when an error unwinds,
+//! - The guard lock ([`guard`]) protects [`GuardState`], for one table lookup
+//!   or one clash record at a time; it is never held with either other lock,
+//!   nor across a report.
+//! - All are released by their guards' `Drop`, also when an error unwinds,
 //!   and by PostgreSQL itself when a process exits or aborts a transaction.
 
 use std::ptr;
@@ -25,6 +29,7 @@ use pgrx::prelude::*;
 use super::ffi;
 use super::settings;
 use crate::snowflake::generator::{Generator, Mark};
+use crate::snowflake::guard::Owners;
 use crate::snowflake::time::UnixMillis;
 
 /// Log a clock step back at most this often.
@@ -32,13 +37,25 @@ const WARNING_INTERVAL_MS: u64 = 60_000;
 
 const NAME: &std::ffi::CStr = c"snowflake_id";
 
+/// Why this server does not know a mark it can continue from; generating is
+/// refused until it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unknown {
+    /// pg_upgrade made the data directory, and the old cluster's state file
+    /// was not brought over.
+    Upgrade,
+    /// A standby holds a mark made under other ID settings that it cannot
+    /// carry to its own; a replayed mark it can carry ends this.
+    OtherSettings,
+}
+
 /// The generator state every backend shares.
 #[derive(Clone, Copy)]
 pub struct State {
     pub generator: Generator,
-    /// The data directory does not know its mark (pg_upgrade made it and the
-    /// old cluster's state file was not brought over): generating is refused.
-    pub mark_unknown: bool,
+    pub unknown: Option<Unknown>,
+    /// The ID space the generator's mark belongs to (see the state file).
+    pub id_space: u32,
     /// Time spent making marks durable, for snowflake_status().
     pub wal_micros: u64,
     pub file_micros: u64,
@@ -61,10 +78,11 @@ pub struct StepBackReport {
 }
 
 impl State {
-    pub fn new(generator: Generator, mark_unknown: bool) -> State {
+    pub fn new(generator: Generator, unknown: Option<Unknown>, id_space: u32) -> State {
         State {
             generator,
-            mark_unknown,
+            unknown,
+            id_space,
             wal_micros: 0,
             file_micros: 0,
             reported_step_backs: 0,
@@ -99,6 +117,50 @@ impl State {
     }
 }
 
+/// The longest clash report kept for snowflake_status(), in bytes.
+const LAST_CLASH_LEN: usize = 512;
+
+/// What the guard keeps: the first origin of each node, and the clashes.
+pub struct GuardState {
+    pub owners: Owners,
+    /// Clashes found since the server started.
+    pub clashes: u64,
+    last_clash: [u8; LAST_CLASH_LEN],
+    last_clash_len: usize,
+    last_clash_at: UnixMillis,
+}
+
+impl GuardState {
+    fn new() -> GuardState {
+        GuardState {
+            owners: Owners::default(),
+            clashes: 0,
+            last_clash: [0; LAST_CLASH_LEN],
+            last_clash_len: 0,
+            last_clash_at: UnixMillis(0),
+        }
+    }
+
+    /// Counts a clash and keeps its report (cut at a character boundary).
+    pub fn record(&mut self, report: &str, at: UnixMillis) {
+        let mut len = report.len().min(LAST_CLASH_LEN);
+        while !report.is_char_boundary(len) {
+            len -= 1;
+        }
+        self.last_clash[..len].copy_from_slice(&report.as_bytes()[..len]);
+        self.last_clash_len = len;
+        self.last_clash_at = at;
+        self.clashes += 1;
+    }
+
+    /// The last clash's report and when it was found.
+    pub fn last(&self) -> Option<(String, UnixMillis)> {
+        (self.clashes > 0).then(|| {
+            (String::from_utf8_lossy(&self.last_clash[..self.last_clash_len]).into_owned(), self.last_clash_at)
+        })
+    }
+}
+
 /// What lives in shared memory: the locks and the state they protect.
 #[repr(C)]
 struct Segment {
@@ -106,7 +168,10 @@ struct Segment {
     lock: *mut pg_sys::LWLock,
     /// Held while a mark is made durable.
     writer: *mut pg_sys::LWLock,
+    /// Protects `guard`.
+    guard_lock: *mut pg_sys::LWLock,
     state: State,
+    guard: GuardState,
 }
 
 /// This process's pointer to the segment; set by [`create`] in the postmaster
@@ -122,12 +187,12 @@ fn segment() -> *mut Segment {
     segment
 }
 
-/// Asks for the segment and its two locks. From the shmem request hook.
+/// Asks for the segment and its three locks. From the shmem request hook.
 pub fn request() {
     // SAFETY: called from the shmem request hook, where such requests belong.
     unsafe {
         pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Segment>());
-        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 2);
+        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 3);
     }
 }
 
@@ -139,7 +204,7 @@ pub fn create(state: State) {
     // being set up. AddinShmemInitLock is a macro in C (MainLWLockArray[21],
     // the same slot in every supported version), taken as pgrx's own shared
     // memory takes it; ShmemInitStruct returns memory of the requested size,
-    // and the tranche has the two locks requested in `request`.
+    // and the tranche has the three locks requested in `request`.
     unsafe {
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
@@ -150,7 +215,8 @@ pub fn create(state: State) {
             let locks = pg_sys::GetNamedLWLockTranche(NAME.as_ptr());
             let lock = &raw mut (*locks).lock;
             let writer = &raw mut (*locks.add(1)).lock;
-            segment.write(Segment { lock, writer, state });
+            let guard_lock = &raw mut (*locks.add(2)).lock;
+            segment.write(Segment { lock, writer, guard_lock, state, guard: GuardState::new() });
         }
         SEGMENT = segment;
         pg_sys::LWLockRelease(init_lock);
@@ -261,5 +327,40 @@ impl Drop for MarkWriter {
     fn drop(&mut self) {
         // SAFETY: this guard holds the lock.
         unsafe { ffi::lwlock_release(self.lock) };
+    }
+}
+
+/// The guard's state, exclusively; released when dropped.
+pub struct GuardLock {
+    segment: *mut Segment,
+}
+
+/// The guard's state, locked.
+pub fn guard() -> GuardLock {
+    let segment = segment();
+    // SAFETY: as for the state lock; never taken with another of ours.
+    unsafe { ffi::lwlock_acquire((*segment).guard_lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+    GuardLock { segment }
+}
+
+impl std::ops::Deref for GuardLock {
+    type Target = GuardState;
+    fn deref(&self) -> &GuardState {
+        // SAFETY: this guard holds the guard lock.
+        unsafe { &(*self.segment).guard }
+    }
+}
+
+impl std::ops::DerefMut for GuardLock {
+    fn deref_mut(&mut self) -> &mut GuardState {
+        // SAFETY: this guard holds the guard lock exclusively.
+        unsafe { &mut (*self.segment).guard }
+    }
+}
+
+impl Drop for GuardLock {
+    fn drop(&mut self) {
+        // SAFETY: this guard holds the lock.
+        unsafe { ffi::lwlock_release((*self.segment).guard_lock) };
     }
 }

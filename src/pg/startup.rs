@@ -21,19 +21,22 @@
 //! to generate until the DBA brings the old cluster's file over, rather than
 //! starting again at the wall clock.
 
-use std::ffi::CStr;
 use std::path::Path;
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
+use super::control::{self, LastStop};
 use super::error::{self, os_message, ErrorReport, Raise};
-use super::shmem::{self, State};
-use super::{settings, state_file};
-use crate::snowflake::codec::Node;
+use super::marks::{self, carry_failure, describe};
+use super::shmem::{self, State, Unknown};
+use super::{clock, new_space, settings, state_file};
+use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::config::{sentence, Config};
-use crate::snowflake::generator::{window_ticks, Generator, Mark};
-use crate::snowflake::state_file::StateFile;
+use crate::snowflake::generator::{window_ticks, Generator, Mark, MARK_WINDOW_MS};
+use crate::snowflake::id_space::{self, CarryError};
+use crate::snowflake::state_file::{StateFile, StateFileError};
+use crate::snowflake::time::span;
 
 /// What pg_upgrade's new cluster keeps in its data directory while the upgrade
 /// runs (PostgreSQL 15 and later); the old cluster has no such directory.
@@ -41,6 +44,10 @@ const PG_UPGRADE_OUTPUT_DIR: &str = "pg_upgrade_output.d";
 
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
+
+/// Shared memory was set up before: this is a re-initialisation after a
+/// backend crashed. Postmaster memory only.
+static mut REINITIALISED: bool = false;
 
 /// Installs the shared memory hooks. Postmaster only, while
 /// `shared_preload_libraries` load.
@@ -99,6 +106,18 @@ fn initial_state() -> State {
         note_pg_upgrade(path);
     }
     let file = state_file::read().unwrap_or_else(|e| ErrorReport::from(e).raise(PgLogLevel::FATAL));
+    marks::set_v1_layout(None);
+    // SAFETY: postmaster memory, written only here, in its main thread.
+    let first_start = unsafe {
+        let first = !REINITIALISED;
+        REINITIALISED = true;
+        first
+    };
+    // Only when the server starts: after a backend crash the step is no one's request.
+    if first_start && new_space::requested() {
+        let number = new_space::start(file.as_ref());
+        return State::new(new_generator(config, None, path), None, number);
+    }
     let record = match file {
         None => {
             error::new(
@@ -106,7 +125,7 @@ fn initial_state() -> State {
                 format!("snowflake_id has no state file \"{}\": it starts at the system clock", path.display()),
             )
             .report(PgLogLevel::LOG);
-            return State::new(new_generator(config, None, path), false);
+            return State::new(new_generator(config, None, path), None, 0);
         }
         Some(StateFile::Unknown { reason }) => {
             error::new(
@@ -116,25 +135,36 @@ fn initial_state() -> State {
             .set_detail(sentence(&reason))
             .set_hint(state_file::unknown_mark_hint(path))
             .report(PgLogLevel::WARNING);
-            return State::new(new_generator(config, None, path), true);
+            return State::new(new_generator(config, None, path), Some(Unknown::Upgrade), 0);
         }
         Some(StateFile::Mark(record)) => record,
     };
-    let scale = record.changed_scale(&config.codec);
-    if !scale.is_empty() {
-        error::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id settings changed since the state file was written")
-            .set_detail(format!("Changed: {}.", scale.join(", ")))
-            .set_hint(
-                "Changing the layout, epoch or node numbers of an ID space that already has IDs can repeat IDs; new \
-                 IDs still start above the recorded time.",
-            )
-            .report(PgLogLevel::WARNING);
-    }
     let node = record.changed_node(config.node);
     if !node.is_empty() {
         report_new_node(&node, record.node, config.node);
     }
-    let mark = record.mark.to_mark(&config.codec);
+    let (made_under, recorded) = match record.codec() {
+        Ok(codec) => {
+            marks::set_v1_layout(Some(codec.layout));
+            (codec, record.mark.to_mark(&codec))
+        }
+        Err(why) => ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) })
+            .raise(PgLogLevel::FATAL),
+    };
+    let changed = record.changed_scale(&config.codec);
+    let mark = if changed.is_empty() {
+        recorded
+    } else {
+        match carry_to_new_settings(&made_under, &recorded, &changed) {
+            Ok(mark) => mark,
+            // A standby follows its primary: a replayed mark it can carry ends this.
+            Err(refusal) if control::starts_as_standby() => {
+                refusal.report(PgLogLevel::WARNING);
+                return State::new(new_generator(config, None, path), Some(Unknown::OtherSettings), record.id_space);
+            }
+            Err(refusal) => refusal.raise(PgLogLevel::FATAL),
+        }
+    };
     let generator = new_generator(config, Some(mark), path);
     error::new(
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
@@ -146,7 +176,54 @@ fn initial_state() -> State {
         ),
     )
     .report(PgLogLevel::LOG);
-    State::new(generator, false)
+    State::new(generator, None, record.id_space)
+}
+
+/// The mark a data directory continues from after its layout, epoch or tick
+/// changed (`changed` names them): above every ID issued under the old
+/// settings, and within a mark's window of the clock, as after a crash.
+/// Otherwise the report that refuses the start: how far behind the new
+/// settings are, and the ways out.
+fn carry_to_new_settings(made_under: &Codec, recorded: &Mark, changed: &[String]) -> Result<Mark, Box<ErrorReport>> {
+    let config = settings::config();
+    let changed = changed.join(", ");
+    let carried = id_space::carry(made_under, recorded, &config.codec, config.node);
+    let starts =
+        carried.ok().and_then(|m| config.codec.instant_of(config.codec.template(config.node).tick_of(m.position)));
+    let now = clock::now();
+    let (detail, wait_hint) = match (carried, starts) {
+        (Ok(mark), Some(starts)) if starts.0 <= now.0.saturating_add(MARK_WINDOW_MS as i64) => {
+            error::new(
+                PgSqlErrorCode::ERRCODE_WARNING,
+                "snowflake_id settings changed since the state file was written",
+            )
+            .set_detail(format!(
+                "Changed: {changed}. IDs continue above every ID issued under the old settings, from {starts}."
+            ))
+            .report(PgLogLevel::WARNING);
+            return Ok(mark);
+        }
+        (Ok(_), Some(starts)) => (
+            format!(
+                "Changed: {changed}. Under the new settings IDs pass those already issued only from {starts}, {} \
+                 from now.",
+                span(starts.0.abs_diff(now.0))
+            ),
+            format!(" or start the server after {starts}"),
+        ),
+        (Ok(_), None) => (format!("Changed: {changed}. {}", carry_failure(CarryError::Unreachable)), String::new()),
+        (Err(e), _) => (format!("Changed: {changed}. {}", carry_failure(e)), String::new()),
+    };
+    Err(Box::new(error::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "snowflake_id settings changed since the state file was written: new IDs would fall below IDs already issued",
+    )
+    .set_detail(format!("{detail} The state file's settings were {}.", describe(made_under)))
+    .set_hint(format!(
+        "Set the old values again{wait_hint}. If no table holds IDs of this server from before the change, start a \
+         new ID space: stop the server cleanly, create the file \"{}\" and start it.",
+        new_space::signal_path().display()
+    ))))
 }
 
 /// A server renumbered (the deployment guide's standby before promotion, or
@@ -169,39 +246,13 @@ fn report_new_node(changed: &[String], old: Node, new: Node) {
         .report(PgLogLevel::WARNING);
 }
 
-fn new_generator(config: &Config, resume: Option<Mark>, path: &Path) -> Generator {
+fn new_generator(config: &Config, resume: Option<Mark>, path: &'static Path) -> Generator {
     let template = config.codec.template(config.node);
     Generator::new(template, window_ticks(&config.codec.time), resume).unwrap_or_else(|e| {
-        let layout = config.codec.layout;
-        let (detail, hint) = match layout.max_clock_back() {
-            None => (
-                format!(
-                    "The state file \"{}\" records clock_back {}, but snowflake_id.layout ({layout}) has no clock_back \
-                     field: its IDs would repeat those issued after the clock went back.",
-                    path.display(),
-                    e.recorded
-                ),
-                "Put the clock_back field back into snowflake_id.layout. To leave clock_back mode, start a new ID \
-                 space (a new table or key column) instead of changing the layout of this one.",
-            ),
-            Some(_) => (
-                format!(
-                    "The state file \"{}\" records clock_back {}, but the clock_back field of snowflake_id.layout \
-                     ({layout}) holds at most {}.",
-                    path.display(),
-                    e.recorded,
-                    e.max
-                ),
-                "Give the clock_back field of snowflake_id.layout back the width it had.",
-            ),
-        };
-        error::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "snowflake_id.layout cannot continue the IDs recorded in the state file",
-        )
-        .set_detail(detail)
-        .set_hint(hint)
-        .raise(PgLogLevel::FATAL)
+        // A mark is carried to these settings within their clock_back field:
+        // only a file that breaks its own layout gets here.
+        let why = format!("it records clock_back {} under a layout that holds at most {}", e.recorded, e.max);
+        ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) }).raise(PgLogLevel::FATAL)
     })
 }
 
@@ -248,7 +299,7 @@ unsafe extern "C-unwind" fn record_clean_shutdown(code: std::ffi::c_int, _arg: p
         return;
     }
     let Some(state) = shmem::unlocked_in_postmaster() else { return };
-    if state.mark_unknown || !shut_down_cleanly() {
+    if state.unknown.is_some() || control::last_stop() == LastStop::Unclean {
         return;
     }
     // Every backend has exited normally (none between two statements of the
@@ -258,7 +309,7 @@ unsafe extern "C-unwind" fn record_clean_shutdown(code: std::ffi::c_int, _arg: p
     if resume.position == 0 && state.generator.mark().position == 0 {
         return; // never generated: leave no file
     }
-    if let Err(e) = state_file::write_mark(&resume, true) {
+    if let Err(e) = state_file::write_mark(&resume, true, state.id_space) {
         error::new(
             error::file_access_code(&e.io),
             format!(
@@ -270,19 +321,4 @@ unsafe extern "C-unwind" fn record_clean_shutdown(code: std::ffi::c_int, _arg: p
         .set_detail("The last mark stays in force: the next start continues above it, up to a second later.")
         .report(PgLogLevel::LOG);
     }
-}
-
-/// Whether the control file says the last shutdown checkpoint completed.
-fn shut_down_cleanly() -> bool {
-    let mut crc_ok = false;
-    // SAFETY: DataDir is set before shared_preload_libraries load, and stays.
-    let data_dir: &CStr = unsafe { CStr::from_ptr(pg_sys::DataDir) };
-    // SAFETY: reads pg_control into palloc'd memory, or returns NULL.
-    let control = unsafe { pg_sys::get_controlfile(data_dir.as_ptr(), &mut crc_ok) };
-    if control.is_null() || !crc_ok {
-        return false;
-    }
-    // SAFETY: not NULL, so a whole ControlFileData.
-    let state = unsafe { (*control).state };
-    state == pg_sys::DBState::DB_SHUTDOWNED || state == pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY
 }

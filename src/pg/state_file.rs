@@ -78,11 +78,11 @@ pub fn read() -> Result<Option<StateFile>, ReadError> {
     format::read(path).map_err(|error| ReadError { path, error })
 }
 
-/// Writes a mark set ahead, or with `exact`, the point a clean shutdown
-/// stopped at, with the settings in force.
-pub fn write_mark(mark: &Mark, exact: bool) -> Result<(), WriteError> {
+/// Writes a mark of ID space `id_space` set ahead, or with `exact`, the
+/// point a clean shutdown stopped at, with the settings in force.
+pub fn write_mark(mark: &Mark, exact: bool, id_space: u32) -> Result<(), WriteError> {
     let config = settings::config();
-    write(&StateRecord::new(mark, exact, &config.codec, config.node).render())
+    write(&StateRecord::new(mark, exact, &config.codec, config.node, id_space).render())
 }
 
 /// Writes that this data directory's mark is unknown, and why.

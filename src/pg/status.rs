@@ -49,6 +49,10 @@ fn snowflake_status() -> TableIterator<
         name!(mark_wal_time_ms, f64),
         name!(mark_file_time_ms, f64),
         name!(state_file, Option<String>),
+        name!(id_space, i64),
+        name!(guard_clashes, i64),
+        name!(last_clash, Option<String>),
+        name!(last_clash_at, Option<TimestampWithTimeZone>),
     ),
 > {
     let config = settings::config();
@@ -60,6 +64,14 @@ fn snowflake_status() -> TableIterator<
     let mark = generator.mark();
     let ms = |ticks: u64| i64::try_from(time.ms_in(ticks)).unwrap_or(i64::MAX);
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let (clashes, last_clash) = {
+        let guard = shmem::guard();
+        (guard.clashes, guard.last())
+    };
+    let (last_clash, last_clash_at) = match last_clash {
+        Some((text, at)) => (Some(text), timestamptz(at)),
+        None => (None, None),
+    };
     TableIterator::once((
         config.codec.layout.to_string(),
         timestamptz(time.epoch()),
@@ -90,5 +102,9 @@ fn snowflake_status() -> TableIterator<
         state.wal_micros as f64 / 1000.0,
         state.file_micros as f64 / 1000.0,
         may_see_data_directory().then(|| settings::state_path().display().to_string()),
+        i64::from(state.id_space),
+        count(clashes),
+        last_clash,
+        last_clash_at,
     ))
 }

@@ -17,7 +17,7 @@ use super::error::{self, Raise};
 use super::{ffi, settings};
 use crate::snowflake::generator::Mark;
 use crate::snowflake::mark_record::MarkRecord;
-use crate::snowflake::wal_record::{self, WalMark};
+use crate::snowflake::wal_record::WalMark;
 
 const NAME: &CStr = c"snowflake_id";
 /// The record's kind, in the bits of `xl_info` a resource manager owns.
@@ -69,20 +69,25 @@ pub fn register(redo: Redo) {
     unsafe { pg_sys::RegisterCustomRmgr(id, (&raw const rmgr).cast_mut()) };
 }
 
-/// Logs a mark, with the settings it was made under, and flushes WAL up to
-/// it. Not during recovery.
-pub fn log_mark(mark: &Mark) {
+/// Logs a mark of ID space `id_space`, with the settings it was made under,
+/// and flushes WAL up to it. Not during recovery.
+pub fn log_mark(mark: &Mark, id_space: u32) {
     let config = settings::config();
-    let body =
-        WalMark { mark: MarkRecord::new(mark, &config.codec), node: config.node, epoch: config.codec.time.epoch() }
-            .encode();
+    let body = WalMark {
+        mark: MarkRecord::new(mark, &config.codec),
+        node: config.node,
+        epoch: config.codec.time.epoch(),
+        layout: Some(config.codec.layout),
+        id_space,
+    }
+    .encode();
     let id = RMGR_ID.load(Ordering::Relaxed);
     // SAFETY: the usual sequence for a WAL record, inside one error trap
     // (XLogRegisterData needs it, see ffi); `body` outlives XLogInsert.
     unsafe {
         pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
             pg_sys::XLogBeginInsert();
-            ffi::XLogRegisterData(body.as_ptr().cast::<c_void>(), wal_record::LEN as u32);
+            ffi::XLogRegisterData(body.as_ptr().cast::<c_void>(), body.len() as u32);
             let lsn = pg_sys::XLogInsert(id, XLOG_MARK);
             pg_sys::XLogFlush(lsn);
         })

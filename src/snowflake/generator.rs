@@ -365,6 +365,18 @@ impl Generator {
         Ok(true)
     }
 
+    /// Continues from `mark` of a new ID space (replayed from WAL after a DBA
+    /// started one on the primary): the old space's marks no longer count,
+    /// so the mark may be lower than the current one. Counters are kept.
+    pub fn enter_new_space(&mut self, mark: Mark) -> Result<(), ClockBackOutOfRange> {
+        let window_ticks = self.template.tick_of(self.window);
+        let mut g = Generator::new(self.template, window_ticks, Some(mark))?;
+        g.stats = self.stats;
+        g.stats.marks_replayed += 1;
+        *self = g;
+        Ok(())
+    }
+
     fn advance_to(&mut self, mark: Mark) {
         if mark.clock_back > self.clock_back {
             self.clock_back = mark.clock_back;

@@ -2,9 +2,11 @@
 //!
 //! The generator counts positions (tick, sequence) of one layout and time base;
 //! a record keeps the mark as an instant and a sequence, with the scale it was
-//! written in. Read back under other settings (a changed epoch, tick or layout,
-//! or a standby configured differently from its primary) it is rounded up to a
-//! whole tick, so it stays a mark: rounding up only rules out more.
+//! written in. It is read back under the settings it was made under (the state
+//! file and WAL records name them), exactly; a record whose instant or
+//! sequence width does not fit those (a hand-made file) is rounded up to a
+//! whole tick, which only rules out more. Carrying a mark to other settings is
+//! [`super::id_space`]'s: as an ID value, never as an instant.
 
 use super::codec::{Codec, Node};
 use super::generator::Mark;

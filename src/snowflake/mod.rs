@@ -6,6 +6,7 @@
 //! - [`codec`]: fields to IDs and back;
 //! - [`config`]: validating a server's identity settings;
 //! - [`generator`]: the state machine that hands out IDs against a clock it is given;
+//! - [`guard`]: catching two servers that share a node number, in replicated rows;
 //! - [`id_space`]: carrying a mark to other settings as an ID value, so IDs never repeat;
 //! - [`mark_record`]: a mark as kept outside the generator, in instants;
 //! - [`state_file`]: the state file's format;
@@ -14,6 +15,7 @@
 pub mod codec;
 pub mod config;
 pub mod generator;
+pub mod guard;
 pub mod id_space;
 pub mod layout;
 pub mod mark_record;

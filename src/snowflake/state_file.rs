@@ -21,13 +21,14 @@ use std::path::{Path, PathBuf};
 
 use super::codec::{Codec, Node};
 use super::generator::Mark;
+use super::layout::Layout;
 use super::mark_record::MarkRecord;
-use super::time::{parse_instant, UnixMillis};
+use super::time::{parse_instant, TimeBase, UnixMillis};
 
 /// The file's name in the data directory.
 pub const FILE_NAME: &str = "snowflake_id.state";
 
-const VERSION: &str = "2";
+const VERSION: &str = "3";
 
 /// What a state file says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,17 +49,33 @@ pub struct StateRecord {
     pub layout: String,
     pub epoch: UnixMillis,
     pub node: Node,
+    /// The ID space the mark belongs to: 0 at first, one more each time a DBA
+    /// started a new one (abandoning every ID issued before it).
+    pub id_space: u32,
 }
 
 impl StateRecord {
-    pub fn new(mark: &Mark, exact: bool, codec: &Codec, node: Node) -> Self {
+    pub fn new(mark: &Mark, exact: bool, codec: &Codec, node: Node, id_space: u32) -> Self {
         StateRecord {
             mark: MarkRecord::new(mark, codec),
             exact,
             layout: codec.layout.to_string(),
             epoch: codec.time.epoch(),
             node,
+            id_space,
         }
+    }
+
+    /// The ID settings the mark was made under, or why they cannot be read back.
+    pub fn codec(&self) -> Result<Codec, String> {
+        let layout = Layout::parse(&self.layout).map_err(|e| format!("its layout is invalid: {e}"))?;
+        let time = TimeBase::new(self.epoch, self.mark.tick_ms).ok_or("its tick_ms is out of range")?;
+        Ok(Codec::new(layout, time))
+    }
+
+    /// The mark under the settings it was made under.
+    pub fn to_mark(&self) -> Result<Mark, String> {
+        Ok(self.mark.to_mark(&self.codec()?))
     }
 
     /// The settings that give IDs their meaning (layout, epoch, tick) that
@@ -104,6 +121,7 @@ impl StateRecord {
         let _ = writeln!(body, "epoch_unix_ms={}", self.epoch.0);
         let _ = writeln!(body, "datacenter_id={}", self.node.datacenter);
         let _ = writeln!(body, "worker_id={}", self.node.worker);
+        let _ = writeln!(body, "id_space={}", self.id_space);
         seal(body)
     }
 }
@@ -130,7 +148,8 @@ fn seal(mut body: String) -> String {
     body
 }
 
-/// Reads a state file's text: version 2, or version 1 (0.1.0 and 0.2.0).
+/// Reads a state file's text: version 3, 2 (0.3.0, with ID space 0) or 1
+/// (0.1.0 and 0.2.0).
 pub fn parse(text: &str) -> Result<StateFile, String> {
     let crc_at = text.rfind("crc32=").ok_or("it has no crc32 line")?;
     let (body, crc_line) = text.split_at(crc_at);
@@ -154,7 +173,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
     let version = value("version")?;
     let (kind, sequence, wall, sequence_bits) = match version {
         "1" => ("mark", 0, None, None),
-        VERSION => {
+        "2" | VERSION => {
             let kind = value("kind")?;
             if kind == "unknown" {
                 return Ok(StateFile::Unknown { reason: value("reason")?.to_string() });
@@ -165,7 +184,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
             };
             (kind, number("mark_sequence")?, wall, Some(u32_of("sequence_bits")?))
         }
-        other => return Err(format!("its version {other} is not {VERSION}")),
+        other => return Err(format!("its version {other} is not 1, 2 or {VERSION}")),
     };
     if kind != "mark" && kind != "resume" {
         return Err(format!("its kind {kind} is not mark, resume or unknown"));
@@ -174,7 +193,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
     // Version 1 did not record the sequence width; its marks are whole ticks.
     let sequence_bits = match sequence_bits {
         Some(bits) => bits,
-        None => super::layout::Layout::parse(&layout).map_or(0, |l| l.sequence().width),
+        None => Layout::parse(&layout).map_or(0, |l| l.sequence().width),
     };
     Ok(StateFile::Mark(StateRecord {
         mark: MarkRecord {
@@ -189,6 +208,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
         layout,
         epoch: instant("epoch_unix_ms")?,
         node: Node { datacenter: number("datacenter_id")?, worker: number("worker_id")? },
+        id_space: if version == VERSION { u32_of("id_space")? } else { 0 },
     }))
 }
 
@@ -274,7 +294,7 @@ mod tests {
     }
 
     fn record(exact: bool) -> StateRecord {
-        StateRecord::new(&mark(), exact, &codec(), Node { datacenter: 3, worker: 17 })
+        StateRecord::new(&mark(), exact, &codec(), Node { datacenter: 3, worker: 17 }, 4)
     }
 
     /// A scratch directory, removed again when the test is done.
@@ -310,9 +330,25 @@ mod tests {
             let r = record(exact);
             assert_eq!(parse(&r.render()), Ok(StateFile::Mark(r.clone())));
             assert_eq!(r.mark.to_mark(&codec()), mark());
+            assert_eq!((r.codec(), r.to_mark()), (Ok(codec()), Ok(mark())));
         }
         let unknown = render_unknown("pg_upgrade made this cluster");
         assert_eq!(parse(&unknown), Ok(StateFile::Unknown { reason: "pg_upgrade made this cluster".into() }));
+    }
+
+    #[test]
+    fn a_version_2_file_reads_as_id_space_0() {
+        // As snowflake_id 0.3.0 wrote it: no id_space line.
+        let v3 = record(true).render();
+        let body: String = v3
+            .lines()
+            .filter(|l| !l.starts_with("id_space=") && !l.starts_with("crc32="))
+            .map(|l| if l == "version=3" { "version=2\n".to_string() } else { format!("{l}\n") })
+            .collect();
+        let StateFile::Mark(r) = parse(&seal(body)).unwrap() else { panic!("a mark") };
+        assert_eq!(r, StateRecord { id_space: 0, ..record(true) });
+        let future = seal(v3.replace("version=3", "version=4").split("crc32=").next().unwrap().to_string());
+        assert_eq!(parse(&future), Err("its version 4 is not 1, 2 or 3".to_string()));
     }
 
     #[test]
@@ -327,7 +363,7 @@ mod tests {
         let StateFile::Mark(r) = parse(&text).unwrap() else { panic!("a mark") };
         assert_eq!((r.mark.instant, r.mark.sequence, r.mark.clock_back), (UnixMillis(1_795_338_452_245), 0, 1));
         assert_eq!((r.mark.wall, r.mark.sequence_bits, r.exact), (None, 12, false));
-        assert_eq!(r.node, Node { datacenter: 3, worker: 7 });
+        assert_eq!((r.node, r.id_space), (Node { datacenter: 3, worker: 7 }, 0));
     }
 
     #[test]

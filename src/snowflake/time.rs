@@ -96,6 +96,22 @@ impl fmt::Display for UnixMillis {
     }
 }
 
+/// A duration for a message: `2.5 s`, `12 min`, `5 h`, `400 days`.
+pub fn span(ms: u64) -> String {
+    const MIN: u64 = 60_000;
+    const HOUR: u64 = 60 * MIN;
+    const DAY: u64 = 24 * HOUR;
+    if ms < 2 * MIN {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else if ms <= 2 * HOUR {
+        format!("{} min", ms.div_ceil(MIN))
+    } else if ms <= 2 * DAY {
+        format!("{} h", ms.div_ceil(HOUR))
+    } else {
+        format!("{} days", ms.div_ceil(DAY))
+    }
+}
+
 /// Parses an epoch setting: either an integer of Unix milliseconds, or an ISO 8601
 /// date or timestamp such as `2025-01-01`, `2025-01-01 00:00:00+00`,
 /// `2015-01-01T00:00:00.000Z` or `2025-06-01 12:00:00+05:30`.
@@ -255,6 +271,16 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_read_in_the_largest_fitting_unit() {
+        assert_eq!(span(0), "0.0 s");
+        assert_eq!(span(3_001), "3.0 s");
+        assert_eq!(span(119_999), "120.0 s");
+        assert_eq!(span(120_000), "2 min");
+        assert_eq!(span(7_200_001), "3 h");
+        assert_eq!(span(86_400_000 * 400), "400 days");
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -509,6 +509,11 @@ impl Cluster {
         self.data.join("snowflake_id.state")
     }
 
+    /// A file's path in the data directory.
+    pub fn data_path(&self, name: &str) -> PathBuf {
+        self.data.join(name)
+    }
+
     /// Writes a file in the data directory as the server user.
     pub fn write_data_file(&self, name: &str, contents: &[u8]) {
         let mut child = as_server_user(Path::new("tee"))

@@ -526,3 +526,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_new_id_space_may_start_below_the_old_mark_and_keeps_the_counters() {
+    let spec = "timestamp:41,datacenter:5,worker:5,sequence:12";
+    let mut c = Caller::new(spec, 1000);
+    c.take(50_000, 10, 0).unwrap();
+    let t = template(spec);
+    let start = Mark { position: t.position(1_000), clock_back: 0, wall: None };
+    c.g.enter_new_space(start).unwrap();
+    assert_eq!(c.g.mark(), start, "lower than the old space's mark");
+    assert_eq!((c.g.stats().ids_issued, c.g.stats().marks_replayed), (10, 1));
+    // The window is kept: the next mark reaches a second past the clock.
+    let Err(Refusal::NeedMark(next)) = c.g.reserve(2_000, 1, 0) else { panic!("a mark first") };
+    assert_eq!(next.position, t.position(3_000) + 1);
+    let era = Mark { clock_back: 1, ..start };
+    assert!(c.g.enter_new_space(era).is_err(), "no clock_back field");
+}

@@ -36,6 +36,16 @@ SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infi
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''2025-01-01 00:00:00 Europe/Paris'')');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''discord'', ''yesterday'')');
 
+-- Tables snowflake_guard() cannot arm.
+CREATE TABLE guard_nokey (id bigint);
+CREATE TABLE guard_textkey (id text PRIMARY KEY);
+SELECT * FROM pg_temp.try('SELECT snowflake_guard(''guard_nokey'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_guard(''guard_textkey'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_guard(''guard_nokey'', ''nosuch'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_guard(''guard_nokey'', ''id'')');
+SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'guard_nokey'::regclass;
+DROP TABLE guard_nokey, guard_textkey;
+
 -- Times outside the layout.
 SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2024-12-31 23:59:59.999+00'')');
 SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2094-09-07 15:47:35.552+00'')');

@@ -1,0 +1,237 @@
+//! The guard's trigger: each row a logical-replication apply worker writes
+//! into a table armed with `snowflake_guard(tbl)` (`sql/snowflake_guard.sql`)
+//! has its ID checked ([`crate::snowflake::guard`]) against this server's
+//! own node and the origin each node first arrived from.
+//!
+//! The trigger is a REPLICA trigger, so it fires only in apply workers, and
+//! it checks only rows that carry a replication origin: local inserts never
+//! reach it, and restores with `session_replication_role = replica` pass.
+//! An UPDATE that keeps the ID (the row was written before) is no new ID.
+//!
+//! A native subscription copies a table's existing rows through a table
+//! synchronisation worker with an origin of its own (`pg_<sub>_<rel>`); its
+//! rows count as the subscription's (`pg_<sub>`), so a subscription's copy and
+//! its stream are one origin. An owner whose origin is gone (a dropped
+//! subscription) hands its nodes to the next origin they arrive from.
+//!
+//! On a clash it counts it and keeps its report for `snowflake_status()`,
+//! then fails the apply or warns, as `snowflake_id.guard_action` says. The
+//! server keeps generating either way: both servers share the number, and
+//! this one cannot tell which should stop.
+
+use std::ffi::{c_char, CStr};
+
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
+
+use super::error::{self, Raise};
+use super::settings::{self, GuardAction};
+use super::{clock, shmem};
+use crate::snowflake::codec::{Codec, Node};
+use crate::snowflake::guard::{self, Origin, Verdict};
+use crate::snowflake::layout::Field;
+
+pgrx::extension_sql_file!("../../sql/snowflake_guard.sql", name = "guard");
+
+/// The trigger function, `snowflake_guard_check(id_column)`.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: `fcinfo` is PostgreSQL's; a trigger call has TriggerData as its context.
+    let context = unsafe { (*fcinfo).context };
+    // SAFETY: a non-null context is a Node.
+    if context.is_null() || unsafe { (*context).type_ } != pg_sys::NodeTag::T_TriggerData {
+        error::new(
+            PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+            "snowflake_guard_check() must be called as a trigger",
+        )
+        .set_hint("Arm the check with SELECT snowflake_guard('table').")
+        .raise(PgLogLevel::ERROR);
+    }
+    // SAFETY: checked above.
+    let data = unsafe { &*context.cast::<pg_sys::TriggerData>() };
+    let update = data.tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_UPDATE;
+    let row = if update { data.tg_newtuple } else { data.tg_trigtuple };
+    let pass = pg_sys::Datum::from(row);
+    // SAFETY: a global an apply worker sets once its origin session is up.
+    let session_origin = unsafe { pg_sys::replorigin_session_origin };
+    if u32::from(session_origin) == pg_sys::InvalidRepOriginId {
+        return pass;
+    }
+    let origin = subscription_origin(session_origin);
+    // SAFETY: the trigger's relation and tuples, valid for this call.
+    let Some(id) = (unsafe { id_of(data, row) }) else { return pass };
+    // SAFETY: as above.
+    if update && unsafe { id_of(data, data.tg_trigtuple) } == Some(id) {
+        return pass;
+    }
+    let config = settings::config();
+    let verdict = guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, origin);
+    let (node, first) = match verdict {
+        Verdict::Fine | Verdict::Untracked(_) => return pass,
+        Verdict::OwnNode(node) => (node, None),
+        Verdict::TwoOrigins { node, first } if origin_name(first).is_none() => {
+            shmem::guard().owners.reassign(node, origin);
+            return pass;
+        }
+        Verdict::TwoOrigins { node, first } => (node, Some(first)),
+    };
+    // SAFETY: the trigger's relation.
+    let table = unsafe { table_name(data.tg_relation) };
+    report(&config.codec, node, id, origin, first, &table);
+    pass
+}
+
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_guard_check() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// This process's origin and the subscription origin its rows count as,
+/// looked up once: an apply or sync worker keeps its origin for its life.
+static mut ORIGIN_OF: (Origin, Origin) = (0, 0);
+
+/// The origin `origin`'s rows count as: a table synchronisation worker's
+/// (`pg_<sub>_<rel>`) count as its subscription's (`pg_<sub>`).
+fn subscription_origin(origin: Origin) -> Origin {
+    // SAFETY: backend-local, and backends are single-threaded.
+    let (cached, canonical) = unsafe { ORIGIN_OF };
+    if cached == origin && origin != 0 {
+        return canonical;
+    }
+    let canonical = origin_name(origin)
+        .and_then(|name| {
+            let (sub, rel) = name.strip_prefix("pg_")?.split_once('_')?;
+            (sub.bytes().all(|b| b.is_ascii_digit()) && rel.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| std::ffi::CString::new(format!("pg_{sub}")).ok())
+                .flatten()
+        })
+        // SAFETY: a catalog lookup in the worker's transaction; missing_ok.
+        .map(|apply| unsafe { pg_sys::replorigin_by_name(apply.as_ptr(), true) })
+        .filter(|&o| u32::from(o) != pg_sys::InvalidRepOriginId)
+        .unwrap_or(origin);
+    // SAFETY: as above.
+    unsafe { ORIGIN_OF = (origin, canonical) };
+    canonical
+}
+
+/// The ID in the column the trigger names, `None` when it is NULL. A column
+/// that is gone or no longer a bigint fails the apply: the check would be
+/// silently off, or would read something else as an ID.
+///
+/// # Safety
+/// `data` is the current trigger call's, `row` one of its tuples.
+unsafe fn id_of(data: &pg_sys::TriggerData, row: pg_sys::HeapTuple) -> Option<i64> {
+    // SAFETY: the caller's contract: the trigger and relation are valid.
+    let (trigger, rel) = unsafe { (&*data.tg_trigger, data.tg_relation) };
+    if trigger.tgnargs < 1 || row.is_null() {
+        return None;
+    }
+    // SAFETY: tgargs holds tgnargs C strings; the relation is open.
+    let (column, attnum) = unsafe { (*trigger.tgargs, pg_sys::attnameAttNum(rel, *trigger.tgargs, false)) };
+    // SAFETY: as above; attnumTypeId reads the relation's descriptor.
+    if attnum <= 0 || unsafe { pg_sys::attnumTypeId(rel, attnum) } != pg_sys::INT8OID {
+        // SAFETY: a C string of the trigger's, and the open relation.
+        let (column, table) = unsafe { (CStr::from_ptr(column).to_string_lossy(), table_name(rel)) };
+        error::new(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("column \"{column}\" checked by snowflake_id_guard is no bigint column of table \"{table}\""),
+        )
+        .set_detail("The column was renamed, dropped or changed after snowflake_guard() armed the check.")
+        .set_hint(format!("Arm the check again: SELECT snowflake_guard('{table}', 'column holding the IDs')."))
+        .raise(PgLogLevel::ERROR);
+    }
+    let mut null = false;
+    // SAFETY: `row` is a tuple of `rel`, whose descriptor describes it.
+    let value = unsafe { pg_sys::heap_getattr(row, attnum, (*rel).rd_att, &mut null) };
+    // A bigint is passed by value.
+    (!null).then(|| value.value() as i64)
+}
+
+/// The relation's schema-qualified, quoted name.
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn table_name(rel: pg_sys::Relation) -> String {
+    // SAFETY: the caller's contract; the lookups return palloc'd strings.
+    unsafe {
+        let form = &*(*rel).rd_rel;
+        let schema = pg_sys::get_namespace_name(form.relnamespace);
+        let name = pg_sys::quote_qualified_identifier(schema, form.relname.data.as_ptr());
+        CStr::from_ptr(name).to_string_lossy().into_owned()
+    }
+}
+
+/// An origin's name; `None` when it no longer exists.
+fn origin_name(origin: Origin) -> Option<String> {
+    let mut name: *mut c_char = std::ptr::null_mut();
+    // SAFETY: a catalog lookup inside the worker's transaction; with
+    // missing_ok it returns false instead of raising.
+    let found = unsafe { pg_sys::replorigin_by_oid(origin, true, &mut name) };
+    // SAFETY: a palloc'd C string when found.
+    (found && !name.is_null()).then(|| unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+}
+
+/// Where rows of `origin` come from: the subscription (a native one's origin
+/// is named `pg_<subscription oid>`), otherwise the origin's own name.
+fn source(origin: Origin) -> String {
+    let Some(name) = origin_name(origin) else { return format!("replication origin {origin}") };
+    let subscription = name.strip_prefix("pg_").and_then(|oid| oid.parse::<u32>().ok()).and_then(|oid| {
+        Spi::get_one_with_args::<String>(
+            "SELECT subname::text FROM pg_catalog.pg_subscription WHERE oid = $1",
+            &[pg_sys::Oid::from(oid).into()],
+        )
+        .ok()
+        .flatten()
+    });
+    match subscription {
+        Some(sub) => format!("subscription \"{sub}\""),
+        None => format!("replication origin \"{name}\""),
+    }
+}
+
+/// A node as the layout has it: `datacenter 1, worker 2`, or `worker 2`.
+fn node_text(codec: &Codec, node: Node) -> String {
+    match codec.layout.field(Field::Datacenter) {
+        Some(_) => format!("datacenter {}, worker {}", node.datacenter, node.worker),
+        None => format!("worker {}", node.worker),
+    }
+}
+
+fn report(codec: &Codec, node: Node, id: i64, origin: Origin, first: Option<Origin>, table: &str) {
+    let number = node_text(codec, node);
+    let from = source(origin);
+    let (message, detail) = match first {
+        None => (
+            format!("snowflake_id number ({number}) of this server arrives from {from} in table \"{table}\""),
+            format!(
+                "The applied ID {id} carries this server's own snowflake_id number: another server generates with \
+                 it, and IDs of the two can repeat."
+            ),
+        ),
+        Some(first) => (
+            format!(
+                "snowflake_id number ({number}) arrives from {from} and from {} in table \"{table}\"",
+                source(first)
+            ),
+            format!(
+                "The applied ID {id} carries a number that arrived first from the other (since this server \
+                 started): two servers upstream generate with it, and their IDs can repeat. A server's rows that \
+                 reach this one along two paths are reported the same way."
+            ),
+        ),
+    };
+    shmem::guard().record(&message, clock::now());
+    let action = settings::guard_action();
+    let report =
+        error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message).set_detail(detail).set_hint(
+            "Give every generating server its own snowflake_id.datacenter_id and worker_id (compare \
+             snowflake_status() across servers). snowflake_id.guard_action says whether such rows stop the apply \
+             (error) or are stored (warning).",
+        );
+    match action {
+        GuardAction::Error => report.raise(PgLogLevel::ERROR),
+        GuardAction::Warning => report.report(PgLogLevel::WARNING),
+    }
+}

@@ -1,0 +1,543 @@
+//! The replication guard: two servers with one (datacenter, worker) number
+//! can repeat each other's IDs, and `snowflake_guard(table)` catches that
+//! where their rows meet, in logical replication.
+//!
+//! `SELECT snowflake_guard('public.t'::regclass)` creates the row trigger
+//! `snowflake_id_guard` on the table and enables it as a REPLICA trigger, so
+//! it fires only in apply workers, never for local writes. For each applied
+//! INSERT (and UPDATE that changes the ID) it reports
+//!   (a) an ID that carries this server's own number: another server uses it;
+//!   (b) one number arriving from two replication origins (an aggregator).
+//! `snowflake_id.guard_action` (reload) is `error` (the apply fails and
+//! retries; nothing is stored) or `warning` (the row is stored), and
+//! `snowflake_status()` counts the clashes (`guard_clashes`, `last_clash`,
+//! `last_clash_at`).
+//!
+//! Each test builds its own servers. Every server gets `wal_level = logical`
+//! (needed where it publishes, harmless elsewhere) and its numbers written out;
+//! subscriptions are made with `copy_data = false`: the slot is created by
+//! CREATE SUBSCRIPTION itself, so every row inserted after it returns is
+//! streamed, and there is no initial table sync to wait for.
+
+mod common;
+
+use std::fs;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::Cluster;
+
+/// Settings of a server that may publish.
+const LOGICAL: [&str; 3] = ["wal_level = logical", "max_replication_slots = 10", "max_wal_senders = 10"];
+
+/// The table every server has; `v` says where (and whether) a row was written or changed.
+const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)";
+
+/// How long a few rows may take to be applied (an apply worker that failed
+/// restarts after wal_retrieve_retry_interval, 5 s).
+const SHORT: Duration = Duration::from_secs(60);
+
+/// How long hundreds of thousands of rows may take to be applied, on a small CI machine.
+const LONG: Duration = Duration::from_secs(600);
+
+// The guard's messages, matched by fragments kept here, so that a change of
+// wording is a change in one place. In full:
+//   snowflake_id number (datacenter D, worker W) of this server arrives from subscription "SUB" in table "public.t"
+//   snowflake_id number (datacenter D, worker W) arrives from subscription "SUB2" and from subscription "SUB1" in table "public.t"
+
+/// In every clash message, of either kind.
+const CLASH: &str = "arrives from subscription";
+
+/// The table every message here names.
+const IN_TABLE_T: &str = "\"public.t\"";
+
+/// The number a message names.
+fn number(datacenter: i32, worker: i32) -> String {
+    format!("(datacenter {datacenter}, worker {worker})")
+}
+
+/// A row with this server's own number arrived through `subscription`.
+fn own_number_from(subscription: &str) -> String {
+    format!("of this server {CLASH} \"{subscription}\"")
+}
+
+/// A subscription as a message names it.
+fn subscription(name: &str) -> String {
+    format!("subscription \"{name}\"")
+}
+
+// ---------------------------------------------------------------------------
+// Servers, publications and subscriptions
+
+/// A started server with snowflake_id, the numbers (`datacenter`, `worker`),
+/// the logical replication settings, `extra` settings, and the table `t`.
+fn node(name: &str, datacenter: i32, worker: i32, extra: &[&str]) -> Cluster {
+    let dc = format!("snowflake_id.datacenter_id = {datacenter}");
+    let w = format!("snowflake_id.worker_id = {worker}");
+    let mut settings: Vec<&str> = LOGICAL.to_vec();
+    settings.push(&dc);
+    settings.push(&w);
+    settings.extend_from_slice(extra);
+    let c = Cluster::new(name, &settings);
+    c.start();
+    c.session().batch_execute(TABLE).unwrap();
+    c
+}
+
+/// A connection string for `c`, as a subscriber (or pg_createsubscriber) uses it.
+fn conninfo(c: &Cluster) -> String {
+    format!("host=127.0.0.1 port={} user=postgres dbname=postgres", c.port)
+}
+
+/// Publishes `t` on `publisher` as `publication`.
+fn publish(publisher: &Cluster, publication: &str) {
+    publisher.connect().batch_execute(&format!("CREATE PUBLICATION {publication} FOR TABLE t")).unwrap();
+}
+
+/// Subscribes `subscriber` to `publication` on `publisher` as `name`, with
+/// `copy_data = false` and `options` (such as `origin = none`).
+fn subscribe(subscriber: &Cluster, name: &str, publisher: &Cluster, publication: &str, options: &[&str]) {
+    let with: Vec<&str> = std::iter::once("copy_data = false").chain(options.iter().copied()).collect();
+    let sql = format!(
+        "CREATE SUBSCRIPTION {name} CONNECTION '{}' PUBLICATION {publication} WITH ({})",
+        conninfo(publisher),
+        with.join(", ")
+    );
+    subscriber.connect().batch_execute(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Arms the guard on `t` (its ID column: the single-column bigint primary key)
+/// and checks that the trigger it made fires only in apply workers.
+fn arm_guard(c: &Cluster) {
+    // Through the simple protocol, whatever the function returns.
+    let sql = "SELECT snowflake_guard('public.t'::regclass)";
+    c.connect().batch_execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let enabled: String = c.one(
+        "SELECT tgenabled::text FROM pg_trigger WHERE tgrelid = 'public.t'::regclass AND tgname = 'snowflake_id_guard'",
+    );
+    assert_eq!(enabled, "R", "the guard is an ENABLE REPLICA trigger");
+}
+
+/// Inserts `n` rows with generated IDs into `t` on `c`, all with `v`.
+fn insert(c: &Cluster, n: i64, v: &str) {
+    c.connect().execute("INSERT INTO t (v) SELECT $1::text FROM generate_series(1, $2::bigint)", &[&v, &n]).unwrap();
+}
+
+/// The number of rows of `t` on `c` that match `filter`.
+fn rows(c: &Cluster, filter: &str) -> i64 {
+    c.one(&format!("SELECT count(*) FROM t WHERE {filter}"))
+}
+
+/// The rows of `t` on `c` that match `filter` (which may use `d`, the decoded
+/// ID), summed up: their number, the sum of their IDs and how many were updated.
+/// Two servers with the same rows give the same string.
+fn fingerprint(c: &Cluster, filter: &str) -> String {
+    c.one(&format!(
+        "SELECT format('%s rows, id sum %s, %s updated',
+                       count(*), coalesce(sum(t.id), 0), count(*) FILTER (WHERE t.v LIKE '%updated%'))
+         FROM t, snowflake_decode(t.id) d WHERE {filter}"
+    ))
+}
+
+/// The guard's counters in `snowflake_status()`.
+#[derive(Debug)]
+struct GuardStatus {
+    clashes: i64,
+    last_clash: Option<String>,
+    last_clash_at_set: bool,
+}
+
+fn guard_status(c: &Cluster) -> GuardStatus {
+    let row = c
+        .connect()
+        .query_one("SELECT guard_clashes, last_clash, last_clash_at IS NOT NULL FROM snowflake_status()", &[])
+        .unwrap();
+    GuardStatus { clashes: row.get(0), last_clash: row.get(1), last_clash_at_set: row.get(2) }
+}
+
+/// Asserts that `c` has seen no clash: none counted, none logged since `mark`.
+fn assert_no_clash(c: &Cluster, mark: usize) {
+    let status = guard_status(c);
+    assert_eq!(status.clashes, 0, "{status:?}");
+    assert!(status.last_clash.is_none() && !status.last_clash_at_set, "{status:?}");
+    let log = log_since(c, mark);
+    assert!(!log.contains(CLASH), "a clash was logged:\n{log}");
+}
+
+/// What `pg_config` of the installation under test says for `option`.
+fn pg_config_value(option: &str) -> String {
+    let out = Command::new(common::pg_config()).arg(option).output().expect("pg_config runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The major version of the PostgreSQL under test (from `pg_config --version`:
+/// "PostgreSQL 17.11", "PostgreSQL 15.20 (Debian ...)", "PostgreSQL 18beta1").
+fn pg_major() -> u32 {
+    let text = pg_config_value("--version");
+    let version = text.split_whitespace().nth(1).unwrap_or_default();
+    let digits: String = version.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|_| panic!("no version in {text:?}"))
+}
+
+// ---------------------------------------------------------------------------
+// Waiting, and server logs
+
+/// Polls `done` until it holds; after `timeout`, fails, showing the end of the
+/// logs of `clusters`.
+fn wait_until(what: &str, timeout: Duration, clusters: &[&Cluster], mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting until {what}\n{}", log_tails(clusters));
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Where `c`'s log ends now: what it logs from here on is `log_since(c, mark)`.
+fn log_mark(c: &Cluster) -> usize {
+    fs::metadata(c.log_path()).map(|m| m.len() as usize).unwrap_or(0)
+}
+
+/// What `c` logged after `mark`.
+fn log_since(c: &Cluster, mark: usize) -> String {
+    let bytes = fs::read(c.log_path()).unwrap_or_default();
+    String::from_utf8_lossy(bytes.get(mark..).unwrap_or_default()).into_owned()
+}
+
+/// The lines of `log` at `level` (`ERROR`, `WARNING`) that hold every fragment.
+fn lines_with(log: &str, level: &str, fragments: &[&str]) -> Vec<String> {
+    let tag = format!("{level}:  ");
+    log.lines().filter(|l| l.contains(&tag) && fragments.iter().all(|f| l.contains(f))).map(String::from).collect()
+}
+
+/// Waits until `c` logs after `mark` a line at `level` that holds every
+/// fragment, and returns it.
+fn wait_for_log(c: &Cluster, mark: usize, level: &str, fragments: &[&str]) -> String {
+    let mut found = None;
+    wait_until(&format!("the log has a {level} with {fragments:?}"), SHORT, &[c], || {
+        found = lines_with(&log_since(c, mark), level, fragments).into_iter().next();
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// The last lines of each cluster's log, for a failure message.
+fn log_tails(clusters: &[&Cluster]) -> String {
+    clusters
+        .iter()
+        .map(|c| {
+            let log = c.log();
+            let lines: Vec<&str> = log.lines().collect();
+            format!(
+                "--- {} (last lines)\n{}",
+                c.log_path().display(),
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// ---------------------------------------------------------------------------
+// The tests
+
+/// A subscriber configured with its publisher's number (a copied
+/// postgresql.conf, say) receives IDs it could generate itself: the apply
+/// stops at the first such row, until the guard is told to only warn.
+#[test]
+fn a_subscriber_with_its_publishers_number_stops_the_apply() {
+    let publisher = node("publisher", 1, 1, &[]);
+    let subscriber = node("subscriber", 1, 1, &[]);
+    publish(&publisher, "pub");
+    subscribe(&subscriber, "sub_a", &publisher, "pub", &[]);
+    arm_guard(&subscriber);
+
+    // guard_action = error (the default): the apply worker fails on the row,
+    // restarts, and fails again; the row is never stored.
+    let mark = log_mark(&subscriber);
+    insert(&publisher, 1, "from the publisher");
+    let own = own_number_from("sub_a");
+    let line = wait_for_log(&subscriber, mark, "ERROR", &[&own, &number(1, 1), IN_TABLE_T]);
+    assert_eq!(rows(&subscriber, "true"), 0, "the row was stored despite: {line}");
+    let retry = log_mark(&subscriber);
+    wait_for_log(&subscriber, retry, "ERROR", &[&own]);
+    assert_eq!(rows(&subscriber, "true"), 0, "the row was stored on a retry");
+    let status = guard_status(&subscriber);
+    assert!(status.clashes >= 1, "{status:?}");
+    assert!(status.last_clash.as_deref().is_some_and(|m| m.contains(&own)), "{status:?}");
+    assert!(status.last_clash_at_set, "{status:?}");
+
+    // guard_action = warning, on a reload: the next retry stores the row and warns.
+    let mark = log_mark(&subscriber);
+    let mut s = subscriber.connect();
+    s.batch_execute("ALTER SYSTEM SET snowflake_id.guard_action = 'warning'").unwrap();
+    s.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_until("the row arrives", SHORT, &[&subscriber], || rows(&subscriber, "v = 'from the publisher'") == 1);
+    wait_for_log(&subscriber, mark, "WARNING", &[&own, &number(1, 1), IN_TABLE_T]);
+
+    // A local insert, with the same number, is no business of the guard's.
+    let before = guard_status(&subscriber).clashes;
+    let mark = log_mark(&subscriber);
+    insert(&subscriber, 1, "local");
+    assert_eq!(guard_status(&subscriber).clashes, before, "a local insert counted as a clash");
+    assert!(!log_since(&subscriber, mark).contains(CLASH), "a local insert was reported");
+}
+
+/// A subscription that copies the rows already there (copy_data, the
+/// default) applies them through a table synchronisation worker with an
+/// origin of its own; they count as the subscription's, so its later rows,
+/// and those of a second table synchronised apart, are no clash.
+#[test]
+fn a_subscription_that_copies_existing_rows_is_one_origin() {
+    let a = node("copya", 1, 3, &[]);
+    let c = node("copyc", 1, 9, &[]);
+    a.connect().batch_execute("CREATE TABLE u (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)").unwrap();
+    c.connect().batch_execute("CREATE TABLE u (id bigint PRIMARY KEY, v text)").unwrap();
+    insert(&a, 1000, "before");
+    a.connect().batch_execute("INSERT INTO u (v) SELECT 'before' FROM generate_series(1, 1000)").unwrap();
+    arm_guard(&c);
+    c.connect().batch_execute("SELECT snowflake_guard('public.u')").unwrap();
+    let mark = log_mark(&c);
+    a.connect().batch_execute("CREATE PUBLICATION pub FOR TABLE t, u").unwrap();
+    let sql = format!("CREATE SUBSCRIPTION sub_a CONNECTION '{}' PUBLICATION pub", conninfo(&a));
+    c.connect().batch_execute(&sql).unwrap();
+    wait_until("C has copied A's rows", SHORT, &[&c], || {
+        rows(&c, "v = 'before'") == 1000 && c.one::<i64>("SELECT count(*) FROM u") == 1000
+    });
+    insert(&a, 1000, "after");
+    wait_until("C has A's new rows", SHORT, &[&c], || rows(&c, "v = 'after'") == 1000);
+    assert_no_clash(&c, mark);
+}
+
+/// Two publishers with one number (A and B, worker 5) feed an aggregator (C,
+/// worker 9): their IDs are not C's, but the number comes from two origins.
+#[test]
+fn two_publishers_with_one_number_are_caught_at_the_aggregator() {
+    let a = node("a", 1, 5, &[]);
+    let b = node("b", 1, 5, &[]);
+    let c = node("c", 1, 9, &["snowflake_id.guard_action = 'warning'"]);
+    for (publisher, sub) in [(&a, "sub_a"), (&b, "sub_b")] {
+        publish(publisher, "pub");
+        subscribe(&c, sub, publisher, "pub", &[]);
+    }
+    arm_guard(&c);
+    let mark = log_mark(&c);
+
+    // A's rows come first: sub_a owns the number (1, 5) on C.
+    insert(&a, 100, "a");
+    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'a'") == 100);
+    assert_no_clash(&c, mark);
+
+    // B's rows carry the same number through sub_b: stored (warning), and reported.
+    insert(&b, 100, "b");
+    wait_until("C has B's rows", SHORT, &[&c], || rows(&c, "v = 'b'") == 100);
+    let log = log_since(&c, mark);
+    let both = [number(1, 5), subscription("sub_a"), subscription("sub_b")];
+    let both: Vec<&str> = both.iter().map(String::as_str).collect();
+    assert!(!lines_with(&log, "WARNING", &both).is_empty(), "no warning naming sub_a and sub_b:\n{log}");
+    let status = guard_status(&c);
+    assert!(status.clashes > 0, "{status:?}");
+    let last = status.last_clash.as_deref().unwrap_or_default();
+    assert!(both.iter().all(|f| last.contains(f)), "{status:?}");
+}
+
+/// Three publishers with their own numbers into an aggregator with its own:
+/// inserts, updates and deletes all arrive, and nothing is a clash. With
+/// guard_action = error, a false clash would stop an apply, and the wait
+/// for the aggregator to match would time out.
+#[test]
+fn distinct_numbers_never_clash() {
+    const ROWS: i64 = 100_000;
+    let publishers = [("a", 1, 1), ("b", 1, 2), ("c", 2, 1)];
+    let publishers: Vec<(&str, i32, i32, Cluster)> =
+        publishers.iter().map(|&(name, dc, w)| (name, dc, w, node(name, dc, w, &[]))).collect();
+    let aggregator = node("aggregator", 3, 3, &[]);
+    for (name, _, _, p) in &publishers {
+        publish(p, "pub");
+        subscribe(&aggregator, &format!("sub_{name}"), p, "pub", &[]);
+    }
+    arm_guard(&aggregator);
+    let mark = log_mark(&aggregator);
+
+    thread::scope(|s| {
+        for (name, _, _, p) in &publishers {
+            s.spawn(move || insert(p, ROWS, name));
+        }
+    });
+    let all = ROWS * publishers.len() as i64;
+    wait_until("the aggregator has every row", LONG, &[&aggregator], || rows(&aggregator, "true") == all);
+
+    // Changes on each origin after its rows replicated: updates that keep the ID, and deletes.
+    for (_, _, _, p) in &publishers {
+        p.connect()
+            .batch_execute("UPDATE t SET v = v || ' updated' WHERE id % 10 = 0; DELETE FROM t WHERE id % 10 = 5")
+            .unwrap();
+    }
+    for (name, dc, w, p) in &publishers {
+        let want = fingerprint(p, "true");
+        let from_p = format!("(d.datacenter_id, d.worker_id) = ({dc}, {w})");
+        wait_until(&format!("the aggregator matches {name}: {want}"), LONG, &[&aggregator], || {
+            fingerprint(&aggregator, &from_p) == want
+        });
+    }
+    assert_eq!(rows(&aggregator, "true"), publishers.iter().map(|p| rows(&p.3, "true")).sum::<i64>());
+    assert_no_clash(&aggregator, mark);
+}
+
+/// Two servers that replicate to each other (PostgreSQL 16's `origin = none`)
+/// each receive only the other's number: inserts on both sides, and updates
+/// and deletes of the other side's rows, never clash.
+#[test]
+fn a_bidirectional_pair_never_clashes() {
+    if pg_major() < 16 {
+        eprintln!("skipped: origin = none needs PostgreSQL 16");
+        return;
+    }
+    const ROWS: i64 = 100_000;
+    let a = node("a", 1, 1, &[]);
+    let b = node("b", 1, 2, &[]);
+    publish(&a, "pub");
+    publish(&b, "pub");
+    subscribe(&a, "sub_from_b", &b, "pub", &["origin = none"]);
+    subscribe(&b, "sub_from_a", &a, "pub", &["origin = none"]);
+    arm_guard(&a);
+    arm_guard(&b);
+    let (mark_a, mark_b) = (log_mark(&a), log_mark(&b));
+
+    thread::scope(|s| {
+        s.spawn(|| insert(&a, ROWS, "a"));
+        s.spawn(|| insert(&b, ROWS, "b"));
+    });
+    for n in [&a, &b] {
+        wait_until("both sides have every row", LONG, &[&a, &b], || rows(n, "true") == 2 * ROWS);
+    }
+
+    // Each side changes the other's rows (disjoint sets, so no conflict).
+    let change = |c: &Cluster, other: &str| {
+        c.connect()
+            .batch_execute(&format!(
+                "UPDATE t SET v = v || ' updated' WHERE v = '{other}' AND id % 10 = 0;
+                 DELETE FROM t WHERE v = '{other}' AND id % 10 = 5"
+            ))
+            .unwrap();
+    };
+    change(&a, "b");
+    change(&b, "a");
+    // Only A changed B's rows and only B changed A's: those sets are final where they were changed.
+    let b_rows = fingerprint(&a, "t.v LIKE 'b%'");
+    let a_rows = fingerprint(&b, "t.v LIKE 'a%'");
+    wait_until("both sides converge", LONG, &[&a, &b], || {
+        fingerprint(&b, "t.v LIKE 'b%'") == b_rows && fingerprint(&a, "t.v LIKE 'a%'") == a_rows
+    });
+    assert_eq!(fingerprint(&a, "true"), fingerprint(&b, "true"));
+    assert_no_clash(&a, mark_a);
+    assert_no_clash(&b, mark_b);
+}
+
+/// A chain A (worker 1) → B (worker 2) → C (worker 3): B publishes `t` with
+/// the rows it applied from A (a subscription's default `origin = any`), so C
+/// receives A's and B's rows, both through its one subscription: each number
+/// from one origin, none its own. No clash on B or C.
+///
+/// Not tested: if C also subscribed to A directly, A's rows would reach C
+/// twice, through `sub_c_from_a` and through `sub_c_from_b`. The guard would
+/// then report number (1, 1) arriving from two origins ("... (datacenter 1,
+/// worker 1) arrives from subscription "sub_c_from_b" and from subscription
+/// "sub_c_from_a" ...", naming second the one that delivered first): a true
+/// finding, since that topology delivers every one of A's rows twice.
+#[test]
+fn a_forwarding_chain_is_no_clash() {
+    const ROWS: i64 = 1000;
+    let a = node("a", 1, 1, &[]);
+    let b = node("b", 1, 2, &[]);
+    let c = node("c", 1, 3, &[]);
+    publish(&a, "pub_a");
+    subscribe(&b, "sub_b_from_a", &a, "pub_a", &[]);
+    publish(&b, "pub_b");
+    subscribe(&c, "sub_c_from_b", &b, "pub_b", &[]);
+    arm_guard(&b);
+    arm_guard(&c);
+    let (mark_b, mark_c) = (log_mark(&b), log_mark(&c));
+
+    insert(&a, ROWS, "a");
+    insert(&b, ROWS, "b");
+    let (from_a, from_b) = ("(d.datacenter_id, d.worker_id) = (1, 1)", "(d.datacenter_id, d.worker_id) = (1, 2)");
+    wait_until("B has A's rows", SHORT, &[&b], || fingerprint(&b, from_a) == fingerprint(&a, "true"));
+    let (want_a, want_b) = (fingerprint(&a, "true"), fingerprint(&b, from_b));
+    wait_until("C has A's and B's rows", SHORT, &[&b, &c], || {
+        fingerprint(&c, from_a) == want_a && fingerprint(&c, from_b) == want_b
+    });
+    assert_eq!(rows(&c, "true"), 2 * ROWS);
+    assert_no_clash(&b, mark_b);
+    assert_no_clash(&c, mark_c);
+}
+
+/// pg_createsubscriber (PostgreSQL 17) turns a physical standby into a
+/// logical subscriber of its primary. The standby kept its primary's
+/// postgresql.conf, number included, and the guard armed on the primary came
+/// along in the copy: the first row the new subscriber applies carries its own
+/// number, and stops the apply.
+#[test]
+fn pg_createsubscriber_turns_a_standby_into_a_subscriber_with_its_primarys_number() {
+    if pg_major() < 17 {
+        eprintln!("skipped: pg_createsubscriber is new in PostgreSQL 17");
+        return;
+    }
+    let primary = node("primary", 1, 4, &[]);
+    arm_guard(&primary);
+    let standby = Cluster::standby_of(&primary, "standby", &[]);
+    standby.start();
+    standby.wait_for_replay_of(&primary);
+    standby.stop();
+
+    // pg_createsubscriber starts the stopped standby itself, on -p and a socket
+    // in -s (no TCP), to recover up to a point, promote it and subscribe it;
+    // it leaves it stopped. The recovery settings it writes carry every option
+    // of its own libpq (17's `sslnegotiation`), and the walreceiver of PyPI's
+    // PostgreSQL 17 loads the system's older libpq, which refuses them: the
+    // installation's libdir comes first, so that the server it starts loads
+    // the installation's libpq. (Harmless where the server already does.)
+    let program = common::bindir().join("pg_createsubscriber");
+    let library_path = format!("LD_LIBRARY_PATH={}", pg_config_value("--libdir"));
+    let (data, dir, port) = (standby.data.display().to_string(), standby.dir.display().to_string(), standby.port);
+    let out = standby.run_program(
+        "env",
+        &[
+            &library_path,
+            program.to_str().unwrap(),
+            "-D",
+            &data,
+            "-P",
+            &conninfo(&primary),
+            "-d",
+            "postgres",
+            "--publication=pub_p",
+            "--subscription=sub_p",
+            "-p",
+            &port.to_string(),
+            "-s",
+            &dir,
+            "-U",
+            "postgres",
+            "-t",
+            "120",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "pg_createsubscriber:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    standby.start();
+    assert_eq!(standby.one::<i32>("SELECT worker_id FROM snowflake_status()"), 4, "the primary's number");
+
+    let mark = log_mark(&standby);
+    insert(&primary, 1, "after the conversion");
+    wait_for_log(&standby, mark, "ERROR", &[&own_number_from("sub_p"), &number(1, 4), IN_TABLE_T]);
+    assert_eq!(rows(&standby, "true"), 0, "the row was stored");
+    let status = guard_status(&standby);
+    assert!(status.clashes >= 1, "{status:?}");
+}
