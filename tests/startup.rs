@@ -85,6 +85,8 @@ fn bad_identity_settings_stop_the_server() {
         ("snowflake_id.layout = 'instagram'\nsnowflake_id.datacenter_id = 1", "\"snowflake_id.datacenter_id\": \"1\""),
         ("snowflake_id.epoch = '2999-01-01'", "\"snowflake_id.epoch\""),
         ("snowflake_id.epoch = 'last tuesday'", "\"snowflake_id.epoch\""),
+        // Unix seconds where milliseconds belong: 1970-01-21 as milliseconds.
+        ("snowflake_id.epoch = 1735689600", "\"snowflake_id.epoch\": \"1735689600\""),
         ("snowflake_id.tick_ms = 0", "\"snowflake_id.tick_ms\": \"0\""),
         (
             "snowflake_id.layout = 'timestamp:28,sequence:10'\nsnowflake_id.epoch = '2010-01-01'\nsnowflake_id.tick_ms = 1000",
@@ -103,6 +105,9 @@ fn bad_identity_settings_stop_the_server() {
         let fatal = format!("FATAL:  invalid value for parameter {named}");
         assert!(log.contains(&fatal), "{settings:?}: no {fatal:?} in\n{log}");
         assert!(log.contains("DETAIL:  ") && log.contains("HINT:  "), "{settings:?}: no detail or hint in\n{log}");
+        if settings.ends_with("= 1735689600") {
+            assert!(log.contains("looks like Unix seconds") && log.contains("write 1735689600000"), "{log}");
+        }
         if ["= 010", "= 0x1f", "= 7.5", "= '7ms'"].iter().any(|v| settings.ends_with(v)) {
             assert!(log.contains("written in decimal digits, such as 7"), "{settings:?}:\n{log}");
             assert!(!log.contains("WARNING:"), "no PostgreSQL warning before the refusal:\n{log}");

@@ -9,7 +9,7 @@ use super::timestamp::{last_instant, timestamptz, unix_millis};
 use crate::snowflake::codec::{Codec, Decoded};
 use crate::snowflake::config::{sentence, LAYOUT_HINT};
 use crate::snowflake::preset;
-use crate::snowflake::time::{parse_instant, TimeBase, UnixMillis};
+use crate::snowflake::time::{parse_epoch, TimeBase, UnixMillis};
 
 /// The fields of an ID under the server's layout; NULL for fields it lacks.
 // pgrx reads the column names from the signature, so the row type is spelled out.
@@ -55,7 +55,7 @@ fn snowflake_decode_with_layout(
     ),
 > {
     let epoch = epoch.map(|text| {
-        parse_instant(text).unwrap_or_else(|e| {
+        parse_epoch(text).unwrap_or_else(|e| {
             invalid(
                 "epoch",
                 format!("\"{text}\": {e}"),

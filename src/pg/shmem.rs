@@ -25,7 +25,9 @@
 use std::ptr;
 
 use pgrx::prelude::*;
+use pgrx::PgLogLevel;
 
+use super::error::{self, Raise};
 use super::ffi;
 use super::settings;
 use crate::snowflake::generator::{Generator, Mark};
@@ -200,13 +202,11 @@ pub fn request() {
 /// the shmem startup hook, in the postmaster: at server start and after every
 /// crash re-initialisation, when shared memory is new again.
 pub fn create(state: State) {
+    let init_lock = addin_shmem_init_lock();
     // SAFETY: the startup hook runs in the postmaster with shared memory
-    // being set up. AddinShmemInitLock is a macro in C (MainLWLockArray[21],
-    // the same slot in every supported version), taken as pgrx's own shared
-    // memory takes it; ShmemInitStruct returns memory of the requested size,
+    // being set up; ShmemInitStruct returns memory of the requested size,
     // and the tranche has the three locks requested in `request`.
     unsafe {
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
         let segment =
@@ -221,6 +221,30 @@ pub fn create(state: State) {
         SEGMENT = segment;
         pg_sys::LWLockRelease(init_lock);
     }
+}
+
+/// `AddinShmemInitLock`'s slot among PostgreSQL's individual LWLocks. It is
+/// a C macro (`&MainLWLockArray[21].lock`), so bindings do not have it.
+const ADDIN_SHMEM_INIT_LOCK: u16 = 21;
+
+/// `AddinShmemInitLock`, after checking by its name that the slot is the
+/// one this build of PostgreSQL gives it: a version that moved it stops the
+/// server here rather than taking another lock.
+fn addin_shmem_init_lock() -> *mut pg_sys::LWLock {
+    // SAFETY: looks the name up in a static table; no shared memory needed.
+    let name = unsafe { pg_sys::GetLWLockIdentifier(pg_sys::PG_WAIT_LWLOCK, ADDIN_SHMEM_INIT_LOCK) };
+    // SAFETY: a static C string, or NULL.
+    let name = (!name.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(name) });
+    if name != Some(c"AddinShmemInit") {
+        error::new(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("snowflake_id expects AddinShmemInitLock at LWLock {ADDIN_SHMEM_INIT_LOCK}, where this server has {name:?}"),
+        )
+        .set_hint("This build of snowflake_id does not fit this PostgreSQL version: install the one built for it.")
+        .raise(PgLogLevel::FATAL);
+    }
+    // SAFETY: the individual LWLocks are set up before any shmem startup hook runs.
+    unsafe { &raw mut (*pg_sys::MainLWLockArray.add(usize::from(ADDIN_SHMEM_INIT_LOCK))).lock }
 }
 
 /// The state without its lock, for the postmaster once every other process

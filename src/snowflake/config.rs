@@ -9,7 +9,7 @@ use std::fmt;
 use super::codec::{Codec, Node};
 use super::layout::{Field, Layout};
 use super::preset::{self, ResolvedLayout};
-use super::time::{parse_instant, TimeBase, UnixMillis, MAX_TICK_MS};
+use super::time::{parse_epoch, TimeBase, UnixMillis, MAX_TICK_MS};
 
 /// The identity settings as the server has them: `None` means not set, so a
 /// preset's own epoch and tick apply.
@@ -135,7 +135,7 @@ pub fn check_epoch(text: &str, now: UnixMillis) -> Result<UnixMillis, ConfigErro
         detail: sentence(&detail),
         hint: hint.to_string(),
     };
-    let epoch = parse_instant(text)
+    let epoch = parse_epoch(text)
         .map_err(|e| err(e, "Write a timestamp such as '2025-01-01 00:00:00+00' or a number of Unix milliseconds."))?;
     if epoch.0 < 0 {
         return Err(err("the epoch is before 1970-01-01".into(), "Choose an epoch after 1970."));

@@ -112,6 +112,28 @@ pub fn span(ms: u64) -> String {
     }
 }
 
+/// Bare numbers from here up to [`SECONDS_END`] are read as Unix seconds
+/// taken for milliseconds: as milliseconds they fall between 1970-01-12 and
+/// 1973-03-03, which no real epoch does; as seconds, 2001 to 5138.
+const SECONDS_START: i64 = 1_000_000_000;
+const SECONDS_END: i64 = 100_000_000_000;
+
+/// Parses an epoch as [`parse_instant`] does, refusing a number of Unix
+/// seconds written where milliseconds belong (`1735689600` for 2025-01-01).
+pub fn parse_epoch(text: &str) -> Result<UnixMillis, String> {
+    let epoch = parse_instant(text)?;
+    let bare = text.trim().bytes().all(|b| b.is_ascii_digit());
+    if bare && (SECONDS_START..SECONDS_END).contains(&epoch.0) {
+        return Err(format!(
+            "{} looks like Unix seconds ({}), but a number is read as milliseconds ({epoch}); write {}000",
+            epoch.0,
+            UnixMillis(epoch.0 * 1000),
+            epoch.0
+        ));
+    }
+    Ok(epoch)
+}
+
 /// Parses an epoch setting: either an integer of Unix milliseconds, or an ISO 8601
 /// date or timestamp such as `2025-01-01`, `2025-01-01 00:00:00+00`,
 /// `2015-01-01T00:00:00.000Z` or `2025-06-01 12:00:00+05:30`.
@@ -271,6 +293,22 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_epoch_in_seconds_is_refused_naming_milliseconds() {
+        assert_eq!(
+            parse_epoch("1735689600"),
+            Err("1735689600 looks like Unix seconds (2025-01-01 00:00:00+00), but a number is read as \
+                 milliseconds (1970-01-21 02:08:09.600+00); write 1735689600000"
+                .into())
+        );
+        assert_eq!(parse_epoch("1735689600000"), Ok(UnixMillis(1_735_689_600_000)));
+        assert_eq!(parse_epoch("0"), Ok(UnixMillis(0)), "mastodon's epoch");
+        assert_eq!(parse_epoch("999999999"), Ok(UnixMillis(999_999_999)));
+        assert!(parse_epoch("99999999999").is_err());
+        assert_eq!(parse_epoch("100000000000"), Ok(UnixMillis(100_000_000_000)));
+        assert_eq!(parse_epoch("2025-01-01"), Ok(UnixMillis(1_735_689_600_000)));
+    }
 
     #[test]
     fn spans_read_in_the_largest_fitting_unit() {

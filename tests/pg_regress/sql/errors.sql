@@ -35,6 +35,8 @@ SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infi
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''infinity'')');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''twitter'', ''2025-01-01 00:00:00 Europe/Paris'')');
 SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''discord'', ''yesterday'')');
+-- Unix seconds where milliseconds belong.
+SELECT * FROM pg_temp.try('SELECT * FROM snowflake_decode(1, ''discord'', ''1420070400'')');
 
 -- Tables snowflake_guard() cannot arm.
 CREATE TABLE guard_nokey (id bigint);
@@ -73,6 +75,7 @@ ALTER SYSTEM SET snowflake_id.layout = 'bogus';
 ALTER SYSTEM SET snowflake_id.layout = 'timestamp:42,datacenter:5,worker:5,sequence:12';
 ALTER SYSTEM SET snowflake_id.epoch = 'last tuesday';
 ALTER SYSTEM SET snowflake_id.epoch = '1969-12-31';
+ALTER SYSTEM SET snowflake_id.epoch = '1735689600';
 ALTER SYSTEM SET snowflake_id.worker_id = 32;
 ALTER SYSTEM SET snowflake_id.datacenter_id = 40;
 ALTER SYSTEM SET snowflake_id.wal_rmgr_id = 99;
