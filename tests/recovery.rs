@@ -283,18 +283,6 @@ fn the_first_call_after_a_clean_restart_needs_no_drift_and_no_wait() {
     }
 }
 
-/// CRC-32 (IEEE), as the state file uses it.
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-        }
-    }
-    !crc
-}
-
 #[test]
 fn an_upgrade_from_0_2_0_continues_above_its_state_file_with_no_marks_in_wal_yet() {
     let _old_script =
@@ -310,7 +298,7 @@ fn an_upgrade_from_0_2_0_continues_above_its_state_file_with_no_marks_in_wal_yet
          layout=timestamp:41,datacenter:5,worker:5,sequence:12\nepoch_unix_ms=1735689600000\n\
          tick_ms=1\ndatacenter_id=3\nworker_id=7\n"
     );
-    let file = format!("{body}crc32={:08x}\n", crc32(body.as_bytes()));
+    let file = common::seal_state_file(&body);
     c.write_data_file("snowflake_id.state", file.as_bytes());
     c.start();
     let mut s = c.connect();

@@ -57,3 +57,29 @@ fn a_standby_refuses_to_generate_and_a_promoted_one_is_told_apart() {
     // servers would see one (datacenter, worker) pair claimed by two servers.
     assert!(s_id.3 > p_id.3, "a new timeline: {p_id:?} {s_id:?}");
 }
+
+/// A standby that started without knowing its mark (upgraded, then rsynced
+/// before the state file was copied) learns it from the first mark it
+/// replays, and once promoted generates above its primary's IDs without a
+/// restart.
+#[test]
+fn a_replayed_mark_ends_an_unknown_floor() {
+    let primary = Cluster::new("knownprimary", &["snowflake_id.worker_id = 1"]);
+    primary.start();
+    primary.session().batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id())").unwrap();
+    let standby = Cluster::standby_of(&primary, "unknownstandby", &["snowflake_id.worker_id = 2"]);
+    let unknown = "# snowflake_id generator state: the high-water mark of this data directory is unknown.\n\
+                   version=3\nkind=unknown\nreason=a test made this file\n";
+    standby.write_data_file("snowflake_id.state", common::seal_state_file(unknown).as_bytes());
+    let before = standby.log().len();
+    standby.start();
+    assert!(standby.log()[before..].contains("the high-water mark of this data directory is unknown"));
+    primary.session().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
+    standby.wait_for_replay_of(&primary);
+    let max_primary: i64 = primary.one("SELECT max(id) FROM t");
+    primary.stop_immediate();
+    standby.promote();
+    standby.wait_until_writable();
+    let next: i64 = standby.one("SELECT snowflake_next_id()");
+    assert!(next > max_primary, "the promoted standby continues above its primary's IDs");
+}

@@ -252,7 +252,8 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
             "the high-water mark this server resumed from",
             format!(
                 "After a crash, an immediate shutdown or a failover, the generator continues above the last mark \
-                 recorded in WAL or its state file, which lies up to {} ahead of the clock of the time. ",
+                 recorded in WAL or its state file, which lies {} past the IDs it covered, and these may have run \
+                 up to snowflake_id.max_clock_drift ahead of the clock of the time (a bulk call runs them ahead). ",
                 format_ms(MARK_WINDOW_MS)
             ),
         )

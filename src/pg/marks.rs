@@ -86,40 +86,55 @@ pub const OTHER_SETTINGS_HINT: &str = "Give this server the snowflake_id.layout,
      too. To abandon the IDs issued so far instead, start a new ID space (see the README).";
 
 /// Makes a mark durable that no ID can do without; on failure nothing was
-/// issued beyond the old mark, and the call fails. The caller holds `_writer`.
+/// issued beyond the old mark, and the call fails. The caller holds `_writer`
+/// (the error unwinds through it, releasing it before the report is sent).
 pub fn write_needed(mark: Mark, _writer: &MarkWriter) {
-    // Read first: a guard in the match's scrutinee would be held through its arms.
-    let id_space = shmem::read().id_space;
-    match make_durable(&mark, id_space) {
-        Ok(times) => shmem::lock().mark_written(mark, times),
-        Err(e) => ErrorReport::from(e)
+    if let Err(e) = write(&mark) {
+        ErrorReport::from(e)
             .set_detail("No ID was issued: the generator records its high-water mark before using it.")
-            .raise(PgLogLevel::ERROR),
+            .raise(PgLogLevel::ERROR);
     }
 }
 
 /// Makes the next mark durable before the current one is reached, so that
 /// other calls never wait for a write. The IDs already granted do not depend
-/// on it: a failure is a warning, and the write is asked for again.
+/// on it: a failure is a warning, and the write is asked for again. The
+/// warning is sent once the writer lock is released: a client that does not
+/// read its socket must not hold up every backend that needs a mark.
 pub fn renew(mark: Mark, held: Option<MarkWriter>) {
-    let _writer = held.unwrap_or_else(MarkWriter::acquire);
-    let id_space = {
-        let state = shmem::read();
-        if state.generator.covers(&mark) {
+    let failed = {
+        let _writer = held.unwrap_or_else(MarkWriter::acquire);
+        if shmem::read().generator.covers(&mark) {
             return;
         }
-        state.id_space
+        write(&mark).err()
     };
-    match make_durable(&mark, id_space) {
-        Ok(times) => shmem::lock().mark_written(mark, times),
+    if let Some(e) = failed {
+        ErrorReport::from(e)
+            .set_detail(
+                "IDs continue up to the current high-water mark, about a second; then generating fails until the \
+                 file can be written.",
+            )
+            .report(PgLogLevel::WARNING);
+    }
+}
+
+/// The one way a running server writes a mark: durably, then recorded in the
+/// generator, or recorded as failed so that it is asked for again. The
+/// caller holds the writer lock.
+fn write(mark: &Mark) -> Result<(), WriteError> {
+    // Read first: a guard in a match's scrutinee would be held through its arms.
+    let id_space = shmem::read().id_space;
+    let result = make_durable(mark, id_space);
+    let mut state = shmem::lock();
+    match result {
+        Ok(times) => {
+            state.mark_written(*mark, times);
+            Ok(())
+        }
         Err(e) => {
-            shmem::lock().generator.mark_failed();
-            ErrorReport::from(e)
-                .set_detail(
-                    "IDs continue up to the current high-water mark, about a second; then generating fails until \
-                     the file can be written.",
-                )
-                .report(PgLogLevel::WARNING);
+            state.generator.mark_failed();
+            Err(e)
         }
     }
 }

@@ -95,7 +95,11 @@ fn snowflake_status() -> TableIterator<
         count(stats.waits),
         stats.wait_micros as f64 / 1000.0,
         ms(generator.drift(now)),
-        config.codec.instant_of(generator.template().tick_of(mark.position)).and_then(timestamptz),
+        // NULL before the first mark, and while the mark is unknown: the epoch would say something false.
+        (state.unknown.is_none() && mark.position > 0)
+            .then(|| config.codec.instant_of(generator.template().tick_of(mark.position)))
+            .flatten()
+            .and_then(timestamptz),
         mark.clock_back as i32,
         count(stats.marks_written),
         count(stats.marks_replayed),

@@ -699,3 +699,15 @@ pub fn as_root(program: &str, args: &[&str]) -> Output {
     }
     c.args(args).output().unwrap()
 }
+
+/// A state file's text: `body` with the CRC-32 (IEEE) line the server checks.
+pub fn seal_state_file(body: &str) -> String {
+    let mut crc = !0u32;
+    for &b in body.as_bytes() {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    format!("{body}crc32={:08x}\n", !crc)
+}
