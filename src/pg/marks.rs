@@ -176,13 +176,11 @@ fn replay(wal_mark: &WalMark) {
     if wal_mark.id_space < own_space {
         return; // a mark of an ID space this server has left
     }
-    let carried = match wal_mark.codec(v1_layout()) {
-        Some(made_under) => {
-            let mark = wal_mark.mark.to_mark(&made_under);
-            id_space::carry(&made_under, &mark, &config.codec, config.node).map_err(|e| (Some(made_under), e))
-        }
-        None => Err((None, CarryError::Unreachable)),
-    };
+    // `Err(None)`: a 0.3.0 record whose layout this server does not know.
+    let carried = wal_mark.codec(v1_layout()).ok_or(None).and_then(|made_under| {
+        let mark = wal_mark.mark.to_mark(&made_under);
+        id_space::carry(&made_under, &mark, &config.codec, config.node).map_err(Some)
+    });
     let outcome = {
         let mut state = shmem::lock();
         match carried {
@@ -216,8 +214,7 @@ fn replay(wal_mark: &WalMark) {
         Ok(None) => {}
         // Reported once, when this server stops knowing a mark it can use.
         Err(before) if before != Some(Unknown::OtherSettings) => {
-            let why = carried.err().and_then(|(made_under, e)| made_under.map(|_| e));
-            report_cannot_carry(wal_mark, &config.codec, why);
+            report_cannot_carry(wal_mark, &config.codec, carried.err().flatten());
         }
         Err(_) => {}
     }
