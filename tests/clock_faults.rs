@@ -5,7 +5,7 @@
 mod common;
 
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{assert_phases_increase, db_error, Cluster, Load};
 
@@ -233,4 +233,55 @@ fn an_exhausted_time_range_is_an_error_at_once_even_after_the_clock_went_back() 
     assert_eq!(code, "2200H", "{message}");
     assert!(message.contains("time range is used up"), "{message}");
     assert!(started.elapsed() < Duration::from_secs(5), "no wait for snowflake_id.max_wait");
+}
+
+#[test]
+fn a_host_that_boots_with_its_clock_before_the_epoch_starts_and_generates_once_the_clock_is_right() {
+    // The default epoch is 2025-01-01; the host's clock says two years earlier
+    // (no RTC before NTP, a restored VM) when the server starts.
+    let c = Cluster::with_fake_clock("bootclock", &[]);
+    let clock = c.clock.as_ref().unwrap();
+    let now_s = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let in_2023 = 1_672_531_200 - now_s; // 2023-01-01
+    clock.set_offset(in_2023);
+    c.start();
+    let mut s = c.session();
+    let year: f64 = s.query_one("SELECT extract(year FROM clock_timestamp())::float8", &[]).unwrap().get(0);
+    assert_eq!(year, 2023.0, "the server runs with the wrong clock");
+    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, hint) = db_error(&e);
+    assert_eq!(code, "55000", "{message}");
+    assert_eq!(message, "could not generate a snowflake ID: the system clock is before snowflake_id.epoch");
+    assert!(hint.starts_with("Check the system clock"), "{hint}");
+    let issued: i64 = status(&mut s, "ids_issued");
+    assert_eq!(issued, 0);
+    // NTP sets the clock right: the next call succeeds, no restart.
+    clock.set_offset(0);
+    let id: i64 = s.query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    let decoded: bool =
+        s.query_one("SELECT abs(extract(epoch FROM snowflake_timestamp($1) - now())) < 60", &[&id]).unwrap().get(0);
+    assert!(decoded, "the ID carries the right time");
+}
+
+#[test]
+fn an_epoch_in_the_future_or_a_range_that_is_over_starts_the_server_and_refuses_per_call() {
+    let c = Cluster::new("futureepoch", &["include_if_exists = 'case.conf'"]);
+    let cases = [
+        ("snowflake_id.epoch = '2999-01-01'", "55000", "the system clock is before snowflake_id.epoch"),
+        // 28 bits of seconds from 2010 ran out in 2018.
+        (
+            "snowflake_id.layout = 'timestamp:28,sequence:10'\nsnowflake_id.epoch = '2010-01-01'\nsnowflake_id.tick_ms = 1000",
+            "2200H",
+            "the snowflake layout's time range is used up",
+        ),
+    ];
+    for (settings, code, message) in cases {
+        c.write_data_file("case.conf", format!("{settings}\n").as_bytes());
+        c.start();
+        let e = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+        let (got_code, got_message, _) = db_error(&e);
+        assert_eq!(got_code, code, "{settings}: {got_message}");
+        assert!(got_message.ends_with(message), "{settings}: {got_message}");
+        c.stop();
+    }
 }

@@ -123,7 +123,9 @@ fn a_state_file_that_cannot_be_written_stops_generation_without_losing_an_id() {
     let c = Cluster::new("unwritable", &[]);
     c.start();
     let mut s = c.session();
+    s.batch_execute("CREATE EXTENSION pg_walinspect").unwrap();
     let before: i64 = s.query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    let lsn: String = s.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).unwrap().get(0);
     // The temporary file's name taken by a directory: the next write of the mark fails.
     let blocker = c.data.join("snowflake_id.state.tmp");
     let ok = c.run_program("mkdir", &[blocker.to_str().unwrap()]).status.success();
@@ -133,6 +135,18 @@ fn a_state_file_that_cannot_be_written_stops_generation_without_losing_an_id() {
     let (code, message, _) = db_error(&e);
     assert_eq!(code, "58030", "{message}");
     assert!(message.starts_with("could not write snowflake_id state file"), "{message}");
+    // The file comes first: a mark it does not hold was never logged. (Some
+    // WAL of its own after the call: pg_walinspect wants a range with records.)
+    s.batch_execute("CREATE TABLE after_the_failure ()").unwrap();
+    let logged: i64 = s
+        .query_one(
+            "SELECT count(*) FROM pg_get_wal_records_info($1::text::pg_lsn, pg_current_wal_flush_lsn()) \
+             WHERE resource_manager = 'snowflake_id'",
+            &[&lsn],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(logged, 0, "a mark the state file does not hold reached WAL");
     let ok = c.run_program("rmdir", &[blocker.to_str().unwrap()]).status.success();
     assert!(ok);
     let after: i64 = s.query_one("SELECT max(id) FROM snowflake_next_ids(10000000) id", &[]).unwrap().get(0);

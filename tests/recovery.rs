@@ -6,8 +6,9 @@
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::sleep;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{db_error, install_extension_file, Cluster};
 
@@ -84,63 +85,40 @@ fn a_point_in_time_restore_continues_above_every_id_it_replayed() {
     assert!(replayed > 0);
 }
 
-/// While it exists, the test build pauses every mark write between WAL and
-/// the state file; removed when dropped, also when the test fails.
-struct PauseFile(std::path::PathBuf);
-
-impl PauseFile {
-    fn create(c: &Cluster) -> PauseFile {
-        c.write_data_file("snowflake_id.test_pause", b"");
-        PauseFile(c.data.join("snowflake_id.test_pause"))
-    }
-}
-
-impl Drop for PauseFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 #[test]
-fn a_base_backup_whose_checkpoint_falls_inside_a_mark_write_knows_the_mark() {
+fn base_backups_taken_while_marks_are_written_know_every_mark_their_rows_rely_on() {
     let primary = Cluster::with_fake_clock("midmark", &[]);
     primary.start();
     primary.session().batch_execute(TABLE).unwrap();
     insert(&primary, "before", 1000);
-    // An hour ahead from now on: the next ID needs a new mark, and the test
-    // build stops that mark's write between its WAL record and the state file.
+    // An hour ahead from now on: the IDs in the backups lie far above the
+    // restored servers' clocks, so a backup that missed a mark would restart
+    // below the IDs it holds. Each backup's checkpoint falls among mark writes
+    // (a mark a second), its file written before the mark's WAL record.
     primary.clock.as_ref().unwrap().set_offset(3600);
-    std::thread::scope(|scope| {
-        let pause = PauseFile::create(&primary);
-        let inserting = scope.spawn(|| insert(&primary, "ahead", 1000));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while primary.one::<i64>("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension'") == 0 {
-            assert!(Instant::now() < deadline, "the mark write did not pause");
-            sleep(Duration::from_millis(20));
-        }
-        // The base backup's checkpoint starts after the mark's WAL record and
-        // must wait for the state file; it would otherwise copy the old file
-        // and stream WAL from after the mark.
-        let backup = scope.spawn(|| Cluster::standby_of(&primary, "midmarkstandby", &[]));
-        // Meanwhile the clock goes back half a minute, so that the IDs issued
-        // once the write ends lie below the paused mark and need no later one:
-        // only the paused mark covers them.
-        primary.clock.as_ref().unwrap().set_offset(3600 - 30);
-        sleep(Duration::from_secs(1));
-        assert!(!backup.is_finished(), "the base backup did not wait for the mark write");
-        drop(pause);
-        inserting.join().unwrap();
-        let standby = backup.join().unwrap();
-        standby.start();
-        standby.wait_for_replay_of(&primary);
-        let mark = "SELECT high_water_mark::text FROM snowflake_status()";
-        assert_eq!(standby.one::<String>(mark), primary.one::<String>(mark), "the standby knows the mark");
-        primary.stop_immediate();
-        standby.promote();
-        assert_ids_ahead_of_the_clock(&standby);
-        insert(&standby, "promoted", 1000);
-        assert!(min_id(&standby, "promoted") > max_id(&standby, "ahead"));
+    let inserting = AtomicBool::new(true);
+    let backups = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while inserting.load(Ordering::Relaxed) {
+                insert(&primary, "ahead", 5000);
+            }
+        });
+        let backups: Vec<Cluster> = (0..3).map(|i| Cluster::base_backup_of(&primary, &format!("midmark{i}"))).collect();
+        inserting.store(false, Ordering::Relaxed);
+        backups
     });
+    let marks: i64 = primary.one("SELECT marks_written FROM snowflake_status()");
+    assert!(marks >= 3, "marks were written while the backups ran: {marks}");
+    primary.stop();
+    for restored in &backups {
+        // Recovers to the end of the backup's WAL, then runs as a primary.
+        restored.start();
+        restored.wait_until_writable();
+        assert_ids_ahead_of_the_clock(restored);
+        insert(restored, "restored", 1000);
+        assert!(min_id(restored, "restored") > max_id(restored, "ahead"));
+        restored.stop();
+    }
 }
 
 #[test]

@@ -200,3 +200,87 @@ fn an_upgraded_cluster_refuses_until_the_old_state_file_is_brought_over() {
         assert!(ahead, "{mode}: the new IDs continue an hour ahead, above the old ones");
     }
 }
+
+/// A cluster made by pg_upgrade from a fresh one, in one of two ways that
+/// leave a `pg_upgrade_output.d` directory in it, given a floor (its origin's
+/// state file), then generating an hour ahead of the clock.
+fn upgraded_cluster_ahead(how: &str, settings: &[&str]) -> (Cluster, i64) {
+    let origin = Cluster::new("upgradeorigin", settings);
+    let made = Cluster::with_fake_clock("upgrademade", settings);
+    match how {
+        "retain" => origin.pg_upgrade(&made, &["--retain"]).unwrap(),
+        _ => {
+            // A check that fails (the new cluster holds a table), then the upgrade.
+            made.start();
+            made.connect().batch_execute("CREATE TABLE in_the_way ()").unwrap();
+            made.stop();
+            assert!(origin.pg_upgrade(&made, &["--check"]).is_err(), "the check failed");
+            made.start();
+            made.connect().batch_execute("DROP TABLE in_the_way").unwrap();
+            made.stop();
+            origin.pg_upgrade(&made, &[]).unwrap_or_else(|out| panic!("{how}: {out}"));
+        }
+    }
+    assert!(made.data_path("pg_upgrade_output.d").is_dir(), "{how}: pg_upgrade left its directory behind");
+    // The origin never generated: the DBA removes the unknown mark, as the hint says.
+    assert!(made.run_program("rm", &[made.state_file().to_str().unwrap()]).status.success());
+    made.start();
+    made.session()
+        .batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), side text)")
+        .unwrap();
+    made.clock.as_ref().unwrap().set_offset(3600);
+    made.connect().batch_execute("INSERT INTO t (side) SELECT 'made' FROM generate_series(1, 10000)").unwrap();
+    let max: i64 = made.one("SELECT max(id) FROM t");
+    made.stop();
+    (made, max)
+}
+
+#[test]
+fn upgrading_a_cluster_that_pg_upgrade_made_keeps_its_floor() {
+    for how in ["retain", "failed check"] {
+        let settings = ["snowflake_id.worker_id = 5"];
+        let (old, old_max) = upgraded_cluster_ahead(how, &settings);
+        let mark_lines = |text: &str| -> Vec<String> {
+            assert!(!text.contains("kind=unknown"), "{how}: {text}");
+            text.lines().filter(|l| l.starts_with("mark") || l.starts_with("kind")).map(String::from).collect()
+        };
+        let floor = mark_lines(&std::fs::read_to_string(old.state_file()).unwrap());
+        let new = Cluster::new("upgradeagain", &settings);
+        old.pg_upgrade(&new, &[]).unwrap_or_else(|out| panic!("{how}: {out}"));
+        // pg_upgrade started the old cluster in binary-upgrade mode too: its floor stays.
+        let after = mark_lines(&std::fs::read_to_string(old.state_file()).unwrap());
+        assert_eq!(after, floor, "{how}: the old cluster's state file");
+        new.start();
+        let e = new.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+        assert_eq!(db_error(&e).0, "55000", "{how}: the new cluster waits for the old floor");
+        new.stop();
+        let copied = new.run_program("cp", &[old.state_file().to_str().unwrap(), new.state_file().to_str().unwrap()]);
+        assert!(copied.status.success());
+        new.start();
+        new.connect().batch_execute("INSERT INTO t (side) SELECT 'new' FROM generate_series(1, 10000)").unwrap();
+        let new_min: i64 = new.one("SELECT min(id) FROM t WHERE side = 'new'");
+        assert!(new_min > old_max, "{how}: {new_min} after {old_max}");
+    }
+}
+
+#[test]
+fn a_state_file_in_the_new_cluster_before_pg_upgrade_is_kept_under_another_name() {
+    let settings = ["snowflake_id.worker_id = 5"];
+    let old = Cluster::new("keepold", &settings);
+    old.start();
+    old.session().query_one("SELECT snowflake_next_id()", &[]).unwrap();
+    old.stop();
+    let old_file = std::fs::read_to_string(old.state_file()).unwrap();
+    let new = Cluster::new("keepnew", &settings);
+    // Copied a step too early: pg_upgrade's first start finds it.
+    new.write_data_file("snowflake_id.state", old_file.as_bytes());
+    old.pg_upgrade(&new, &[]).unwrap();
+    let kept = new.data_path("snowflake_id.state.before-pg_upgrade");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), old_file, "the file is kept, not destroyed");
+    new.start();
+    let e = new.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, _) = db_error(&e);
+    assert_eq!(code, "55000", "{message}");
+    let log = new.log();
+    assert!(log.contains(&format!("kept as \"{}\"", kept.display())), "{log}");
+}

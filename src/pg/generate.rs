@@ -11,6 +11,7 @@ use super::shmem::{self, MarkWriter, StepBackReport, Unknown};
 use super::timestamp::last_instant;
 use super::{clock, ffi, marks, settings, state_file};
 use crate::snowflake::generator::{Block, Refusal, MARK_WINDOW_MS};
+use crate::snowflake::time::UnixMillis;
 
 /// The most IDs one `snowflake_next_ids` call hands out.
 pub const MAX_IDS_PER_CALL: i32 = 100_000_000;
@@ -115,7 +116,7 @@ pub fn reserve(want: u64) -> Block {
     let mut writer: Option<MarkWriter> = None;
     loop {
         let drift = time.ticks_in(settings::max_drift_ms());
-        let (result, now, step_back) = {
+        let (result, now_ms, now, step_back) = {
             let mut state = shmem::lock();
             if let Some(why) = state.unknown {
                 drop(state);
@@ -126,7 +127,7 @@ pub fn reserve(want: u64) -> Block {
             let now_ms = clock::now();
             let now = time.tick_of(now_ms);
             let result = state.generator.reserve(now, want, drift);
-            (result, now, state.take_step_back_report(now_ms))
+            (result, now_ms, now, state.take_step_back_report(now_ms))
         };
         if let Some(r) = step_back {
             report_step_back(r);
@@ -158,6 +159,7 @@ pub fn reserve(want: u64) -> Block {
                 let ahead = Duration::from_millis(time.ms_in(until.saturating_sub(now).max(1) as u64));
                 nap(ahead.min(max_wait - waited).min(MAX_NAP));
             }
+            Refusal::BeforeEpoch => refuse_before_epoch(now_ms),
             Refusal::TimestampExhausted => refuse_timestamp_exhausted(),
             Refusal::ClockBackExhausted => refuse_clock_back_exhausted(),
         }
@@ -296,6 +298,25 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
             )
             .set_hint(OTHER_SETTINGS_HINT),
     }
+    .raise(PgLogLevel::ERROR)
+}
+
+fn refuse_before_epoch(now: UnixMillis) -> ! {
+    let time = settings::config().codec.time;
+    error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "could not generate a snowflake ID: the system clock is before snowflake_id.epoch",
+    )
+    .set_detail(format!(
+        "The clock says {now}; IDs count time from the epoch, {}, and may run at most snowflake_id.max_clock_drift \
+         ({}) ahead of the clock.",
+        time.epoch(),
+        format_ms(settings::max_drift_ms())
+    ))
+    .set_hint(
+        "Check the system clock and its synchronisation: calls succeed once it is right, without a restart. If the \
+         epoch was set in the future by mistake, see the README before changing it.",
+    )
     .raise(PgLogLevel::ERROR)
 }
 

@@ -3,22 +3,26 @@
 //! goes through here, with its failure policy.
 //!
 //! # Making a mark durable
-//! A mark goes to WAL first, flushed, so that a standby, a point-in-time
-//! restore and crash recovery replay it; then to the state file, fsynced,
-//! because recovery only replays WAL from the last checkpoint and an extension
-//! cannot make a checkpoint carry its state. (PostgreSQL's relation map is kept
-//! the same way: WAL-logged, and its file written and fsynced at once.)
+//! A mark goes to the state file first, fsynced, then to WAL, flushed; only
+//! then may an ID rely on it. The file, because recovery only replays WAL from
+//! the last checkpoint and an extension cannot make a checkpoint carry its
+//! state (PostgreSQL's relation map is kept the same way: WAL-logged, and its
+//! file written and fsynced at once); WAL, so that a standby, a point-in-time
+//! restore and crash recovery replay it.
 //!
 //! Callers hold [`MarkWriter`], so marks reach the file in order, and never
 //! hold the state lock while writing.
 //!
-//! Between the WAL record and the file, the backend delays checkpoints as a
-//! committing transaction does (`DELAY_CHKPT_START`): a checkpoint whose redo
-//! point lies after the record, so that recovery from it would not replay the
-//! mark, waits until the file holds the mark. Without that, a base backup
-//! whose checkpoint fell between the two could copy the old file and start
-//! its WAL after the mark, and a server restored from it would not know the
-//! mark that IDs in its replayed rows relied on.
+//! The file comes first because a floor only rises: a file ahead of WAL is
+//! harmless (a crash between the two leaves a mark no ID relied on), and the
+//! order covers every checkpoint without delaying one. A checkpoint whose redo
+//! point lies before the record is followed by recovery that replays it; one
+//! whose redo point lies after the record began after the file held the mark,
+//! so a base backup taken from it copies that file (or a later one: the file
+//! is replaced by rename, never seen half-written), and crash recovery from
+//! it starts from that file. (Logging first needed the checkpoint delay of a
+//! committing transaction, `DELAY_CHKPT_START`, between the two, and a
+//! PostgreSQL internal to set it.)
 //!
 //! Measured at full speed (docs/bench/marks.md): 1.35 marks a second, each a
 //! WAL insert and flush of 0.47 ms and a file write of 0.70 ms. The WAL flush
@@ -139,18 +143,15 @@ fn write(mark: &Mark) -> Result<(), WriteError> {
     }
 }
 
-/// Logs `mark` in WAL (flushed) and writes it to the state file. A WAL error
-/// is raised as a PostgreSQL error; a file error is returned, and then no ID
-/// may rely on the mark.
+/// Writes `mark` to the state file, then logs it in WAL (flushed). A file
+/// error is returned before anything is logged, and then no ID may rely on
+/// the mark; a WAL error is raised as a PostgreSQL error.
 fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, WriteError> {
-    let _delay = CheckpointDelay::start();
     let started = Instant::now();
-    wal::log_mark(mark, id_space);
-    let logged = Instant::now();
-    #[cfg(feature = "pg_test")]
-    test_pause::between_wal_and_file();
     state_file::write_mark(mark, false, id_space)?;
-    Ok(WriteTimes { wal_micros: clock::micros(logged - started), file_micros: clock::micros(logged.elapsed()) })
+    let written = Instant::now();
+    wal::log_mark(mark, id_space);
+    Ok(WriteTimes { file_micros: clock::micros(written - started), wal_micros: clock::micros(written.elapsed()) })
 }
 
 /// The resource manager's redo function.
@@ -258,49 +259,5 @@ pub fn carry_failure(e: CarryError) -> &'static str {
              below the old ones."
         }
         CarryError::Unreachable => "No ID of these settings reaches the IDs already issued before their range ends.",
-    }
-}
-
-/// This backend keeps checkpoints from starting while it holds one; cleared
-/// when dropped, also when an error unwinds through the write.
-struct CheckpointDelay;
-
-impl CheckpointDelay {
-    fn start() -> CheckpointDelay {
-        // SAFETY: MyProc is this backend's own PGPROC; only this backend writes
-        // its flags. The checkpointer reads them under ProcArrayLock after
-        // taking the WAL insertion locks, which orders this store before the
-        // record's insertion.
-        unsafe { (*pg_sys::MyProc).delayChkptFlags |= pg_sys::DELAY_CHKPT_START as i32 };
-        CheckpointDelay
-    }
-}
-
-impl Drop for CheckpointDelay {
-    fn drop(&mut self) {
-        // SAFETY: as in `start`.
-        unsafe { (*pg_sys::MyProc).delayChkptFlags &= !(pg_sys::DELAY_CHKPT_START as i32) };
-    }
-}
-
-/// Test builds only: a mark write stops between WAL and the state file while
-/// the data directory holds a file of this name, so that a test can start a
-/// checkpoint or a base backup in between. The backend shows the wait in
-/// `pg_stat_activity` as `wait_event_type = 'Extension'`.
-#[cfg(feature = "pg_test")]
-mod test_pause {
-    use std::time::Duration;
-
-    const FILE_NAME: &str = "snowflake_id.test_pause";
-
-    pub fn between_wal_and_file() {
-        let pause = super::settings::state_path().with_file_name(FILE_NAME);
-        // At most a minute, so that a test that fails cannot hang the server.
-        for _ in 0..600 {
-            if !pause.exists() {
-                return;
-            }
-            super::clock::nap(Duration::from_millis(100));
-        }
     }
 }

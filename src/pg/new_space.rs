@@ -22,9 +22,9 @@ use pgrx::PgLogLevel;
 
 use super::control::{self, LastStop};
 use super::error::{self, os_message, ErrorReport, Raise};
-use super::{ffi, settings, state_file};
+use super::{settings, state_file};
 use crate::snowflake::generator::Mark;
-use crate::snowflake::state_file::{self as format, StateFile};
+use crate::snowflake::state_file::StateFile;
 
 /// The signal file's name in the data directory.
 pub const SIGNAL: &str = "snowflake_id.new_id_space";
@@ -63,11 +63,10 @@ pub fn start(old: Option<&StateFile>) -> u32 {
         Some(StateFile::Mark(record)) => record.id_space + 1,
         _ => 1,
     };
-    let path = settings::state_path();
     // In this order, each step durable before the next: a crash between two
     // leaves the old state file in force and no request, so the next start
     // continues the old space or refuses as before, and the DBA asks again.
-    let kept = keep_old_file(path, number);
+    let kept = state_file::keep_copy(&format!("before-space-{number}"));
     remove_signal(&signal);
     let start = Mark { position: 0, clock_back: 0, wall: None };
     state_file::write_mark(&start, false, number).unwrap_or_else(|e| ErrorReport::from(e).raise(PgLogLevel::FATAL));
@@ -98,35 +97,4 @@ fn remove_signal(signal: &Path) {
         )
         .raise(PgLogLevel::FATAL);
     }
-}
-
-/// Copies the state file to `<name>.before-space-<number>` (or, if a file of
-/// that name is there, the first free `.<n>` after it), durably, so that the
-/// old space's mark is never lost; `None` when there is no file.
-fn keep_old_file(path: &'static Path, number: u32) -> Option<PathBuf> {
-    let text = match fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(io) => ErrorReport::from(state_file::ReadError { path, error: format::StateFileError::Unreadable(io) })
-            .raise(PgLogLevel::FATAL),
-    };
-    let kept = (0..)
-        .map(|n: u32| {
-            let mut name = path.as_os_str().to_owned();
-            name.push(format!(".before-space-{number}"));
-            if n > 0 {
-                name.push(format!(".{n}"));
-            }
-            PathBuf::from(name)
-        })
-        .find(|candidate| !candidate.exists())
-        .expect("a free name");
-    if let Err(e) = format::write(&kept, &text, ffi::file_create_mode()) {
-        error::new(
-            error::file_access_code(&e),
-            format!("could not keep the old snowflake_id state file as \"{}\": {}", kept.display(), os_message(&e)),
-        )
-        .raise(PgLogLevel::FATAL);
-    }
-    Some(kept)
 }

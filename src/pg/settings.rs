@@ -33,7 +33,6 @@ use super::error::{self, ErrorReport, Raise};
 use crate::snowflake::config::{self, Config, ConfigError, Settings};
 use crate::snowflake::layout::{Field, Layout};
 use crate::snowflake::state_file;
-use crate::snowflake::time::UnixMillis;
 
 pub const DEFAULT_LAYOUT: &CStr = c"timestamp:41,datacenter:5,worker:5,sequence:12";
 pub const DEFAULT_EPOCH: &CStr = c"2025-01-01 00:00:00+00";
@@ -86,7 +85,7 @@ const RMGR_IDS: std::ops::RangeInclusive<i64> = 128..=255;
 /// Defines every setting, validates them and keeps the parsed configuration,
 /// or stops the server. Postmaster only, while `shared_preload_libraries` load.
 pub fn init() {
-    let config = define_and_validate(clock::now());
+    let config = define_and_validate();
     error::new(
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
         format!(
@@ -121,7 +120,7 @@ pub fn state_path() -> &'static Path {
     STATE_PATH.get().expect("snowflake_id is initialised in shared_preload_libraries")
 }
 
-fn define_and_validate(now: UnixMillis) -> Config {
+fn define_and_validate() -> Config {
     // What the configuration says, read before the definitions replace the
     // placeholders, so that a value PostgreSQL rejects is not silently lost.
     let raw_layout = raw_setting(LAYOUT_NAME);
@@ -149,7 +148,7 @@ fn define_and_validate(now: UnixMillis) -> Config {
         datacenter_id: datacenter_id.unwrap_or_else(|| i64::from(DATACENTER_ID.get())),
         worker_id: worker_id.unwrap_or_else(|| i64::from(WORKER_ID.get())),
     };
-    let config = Config::new(settings, now).unwrap_or_else(|e| refuse_to_start(e));
+    let config = Config::new(settings).unwrap_or_else(|e| refuse_to_start(e));
     refuse_missing_identity(&config.codec.layout, raw_datacenter.is_some(), raw_worker.is_some());
     let rmgr_id = rmgr_id.unwrap_or_else(|| i64::from(WAL_RMGR_ID.get()));
     if !RMGR_IDS.contains(&rmgr_id) {
@@ -307,7 +306,7 @@ unsafe extern "C-unwind" fn check_epoch(
 ) -> bool {
     // SAFETY: PostgreSQL calls this hook with its own `newval`.
     match unsafe { new_text(newval) } {
-        Some(text) if set_after_start() => config::check_epoch(&text, clock::now()).map_or_else(refused, |_| true),
+        Some(text) if set_after_start() => config::check_new_epoch(&text, clock::now()).map_or_else(refused, |_| true),
         _ => true,
     }
 }

@@ -15,11 +15,11 @@
 //! ahead of the clock.
 //!
 //! pg_upgrade carries neither the state file nor WAL to the new cluster. When
-//! a new cluster first starts in pg_upgrade's binary-upgrade mode, this module
-//! writes a state file that says the mark is unknown (replacing any file the
-//! new cluster wrote before pg_upgrade), so that the upgraded server refuses
-//! to generate until the DBA brings the old cluster's file over, rather than
-//! starting again at the wall clock.
+//! pg_upgrade first starts its new cluster, this module writes a state file
+//! that says the mark is unknown (keeping any file the new cluster had under
+//! another name), so that the upgraded server refuses to generate until the
+//! DBA brings the old cluster's file over, rather than starting again at the
+//! wall clock. The old cluster, started by pg_upgrade too, is left alone.
 
 use std::path::Path;
 
@@ -37,10 +37,6 @@ use crate::snowflake::generator::{window_ticks, Generator, Mark, MARK_WINDOW_MS}
 use crate::snowflake::id_space::{self, CarryError};
 use crate::snowflake::state_file::{StateFile, StateFileError};
 use crate::snowflake::time::span;
-
-/// What pg_upgrade's new cluster keeps in its data directory while the upgrade
-/// runs (PostgreSQL 15 and later); the old cluster has no such directory.
-const PG_UPGRADE_OUTPUT_DIR: &str = "pg_upgrade_output.d";
 
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
@@ -101,9 +97,8 @@ unsafe fn call_previous(hook: unsafe extern "C-unwind" fn()) {
 fn initial_state() -> State {
     let config = settings::config();
     let path = settings::state_path();
-    // SAFETY: a flag set once from the command line.
-    if unsafe { pg_sys::IsBinaryUpgrade } {
-        note_pg_upgrade(path);
+    if is_pg_upgrades_new_cluster() {
+        note_pg_upgrade();
     }
     let file = state_file::read().unwrap_or_else(|e| ErrorReport::from(e).raise(PgLogLevel::FATAL));
     marks::set_v1_layout(None);
@@ -256,29 +251,40 @@ fn new_generator(config: &Config, resume: Option<Mark>, path: &'static Path) -> 
     })
 }
 
+/// Whether this is pg_upgrade's new cluster. pg_upgrade starts both clusters
+/// in binary-upgrade mode (`-b`), the old one to read its catalog, and only
+/// the new one with `fsync` and `full_page_writes` off (PostgreSQL 15 to 18:
+/// a crash means making it again). A `pg_upgrade_output.d` directory tells
+/// nothing: `--retain`, and any failed run or `--check`, leave one behind in
+/// a cluster that may later be upgraded from.
+fn is_pg_upgrades_new_cluster() -> bool {
+    // SAFETY: set from the command line before libraries load, then only read.
+    unsafe { pg_sys::IsBinaryUpgrade && !pg_sys::enableFsync && !pg_sys::fullPageWrites }
+}
+
 /// In pg_upgrade's new cluster, the old cluster's state file has not been
 /// brought over yet: the DBA copies it once pg_upgrade has finished. Record
-/// that the mark is unknown. A file already there is replaced too: it may be
-/// the new cluster's own, from a start before pg_upgrade, which is no mark
-/// for the old cluster's IDs.
-fn note_pg_upgrade(path: &Path) {
-    let data_dir = path.parent().unwrap_or(Path::new("."));
-    if !data_dir.join(PG_UPGRADE_OUTPUT_DIR).is_dir() {
-        return;
-    }
+/// that the mark is unknown. A file already there (the new cluster's own from
+/// a start before pg_upgrade, or one copied too early) is set aside under a
+/// name the report gives, never destroyed.
+fn note_pg_upgrade() {
     let reason = match state_file::read() {
         Ok(Some(StateFile::Unknown { .. })) => return, // an earlier start of this pg_upgrade run
-        Ok(None) => {
-            "pg_upgrade created this cluster, and the state file of the cluster it was upgraded from was not copied \
-             into it; that cluster may have issued IDs ahead of the clock"
-        }
+        Ok(None) => "pg_upgrade created this cluster, and the state file of the cluster it was upgraded from was not \
+                     copied into it; that cluster may have issued IDs ahead of the clock"
+            .to_string(),
         Ok(Some(StateFile::Mark(_))) | Err(_) => {
-            "pg_upgrade created this cluster, and a state file was already here when pg_upgrade first started it; \
-             it may be this cluster's own from before the upgrade, which is no floor for the IDs of the cluster it \
-             was upgraded from"
+            let kept = state_file::keep_copy("before-pg_upgrade").expect("a state file is there");
+            format!(
+                "pg_upgrade created this cluster, and a state file was already here when pg_upgrade first started \
+                 it, kept as \"{}\"; it may be this cluster's own from before the upgrade, which is no floor for \
+                 the IDs of the cluster it was upgraded from (if it is that cluster's file, copied early, copy it \
+                 back)",
+                kept.display()
+            )
         }
     };
-    if let Err(e) = state_file::write_unknown(reason) {
+    if let Err(e) = state_file::write_unknown(&reason) {
         ErrorReport::from(e).raise(PgLogLevel::FATAL);
     }
 }

@@ -5,11 +5,11 @@
 //! and the errors as PostgreSQL reports them. Callers serialise writes.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pgrx::prelude::*;
 
-use super::error::{self, file_access_code, os_message, ErrorReport};
+use super::error::{self, file_access_code, os_message, ErrorReport, Raise};
 use super::{ffi, settings};
 use crate::snowflake::config::sentence;
 use crate::snowflake::generator::Mark;
@@ -93,4 +93,38 @@ pub fn write_unknown(reason: &str) -> Result<(), WriteError> {
 fn write(contents: &str) -> Result<(), WriteError> {
     let path = settings::state_path();
     format::write(path, contents, ffi::file_create_mode()).map_err(|io| WriteError { path, io })
+}
+
+/// Keeps a copy of the state file as `snowflake_id.state.<label>` (or, if a
+/// file of that name is there, the first free `.<n>` after it), durably,
+/// before the file is replaced: a floor is never destroyed, only set aside
+/// under a name the report gives. `None` when there is no file. Stops the
+/// server when the copy cannot be made. Postmaster only.
+pub fn keep_copy(label: &str) -> Option<PathBuf> {
+    let path = settings::state_path();
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(io) => ErrorReport::from(ReadError { path, error: format::StateFileError::Unreadable(io) })
+            .raise(pgrx::PgLogLevel::FATAL),
+    };
+    let kept = (0..)
+        .map(|n: u32| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(format!(".{label}"));
+            if n > 0 {
+                name.push(format!(".{n}"));
+            }
+            PathBuf::from(name)
+        })
+        .find(|candidate| !candidate.exists())
+        .expect("a free name");
+    if let Err(e) = format::write(&kept, &text, ffi::file_create_mode()) {
+        error::new(
+            file_access_code(&e),
+            format!("could not keep the old snowflake_id state file as \"{}\": {}", kept.display(), os_message(&e)),
+        )
+        .raise(pgrx::PgLogLevel::FATAL);
+    }
+    Some(kept)
 }

@@ -51,9 +51,11 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
-    /// Validates settings at instant `now`; the epoch must not be in the future
-    /// and the layout's time range must not be over.
-    pub fn new(s: Settings<'_>, now: UnixMillis) -> Result<Config, ConfigError> {
+    /// Validates settings as written. The wall clock has no say: a host may
+    /// boot with a wrong clock, and the server must start all the same; the
+    /// generator refuses per call while the clock lies before the epoch or
+    /// past the layout's range.
+    pub fn new(s: Settings<'_>) -> Result<Config, ConfigError> {
         let err = |setting, value: String, detail: String, hint: &str| ConfigError {
             setting,
             value,
@@ -63,7 +65,7 @@ impl Config {
         check_layout(s.layout)?;
         let resolved = preset::resolve(s.layout).expect("checked");
         let epoch = match s.epoch {
-            Some(text) => check_epoch(text, now)?,
+            Some(text) => check_epoch(text)?,
             None => resolved.epoch,
         };
         let tick_ms = s.tick_ms.map_or(i64::from(resolved.tick_ms), |t| t);
@@ -76,14 +78,6 @@ impl Config {
             )
         })?;
         let codec = Codec::new(resolved.layout, time);
-        if let Err(range) = codec.tick_in_range(now) {
-            return Err(err(
-                "snowflake_id.layout",
-                s.layout.to_string(),
-                format!("the layout's time range is over: {range}"),
-                "Choose a later epoch, a longer tick, or a wider timestamp field; see the README on choosing a layout.",
-            ));
-        }
         let node = Node {
             datacenter: node_value(&codec, Field::Datacenter, "snowflake_id.datacenter_id", s.datacenter_id)?,
             worker: node_value(&codec, Field::Worker, "snowflake_id.worker_id", s.worker_id)?,
@@ -127,8 +121,8 @@ pub fn check_layout(text: &str) -> Result<(), ConfigError> {
 }
 
 /// Checks an epoch setting on its own: a timestamp or Unix milliseconds,
-/// from 1970 on, not after `now`.
-pub fn check_epoch(text: &str, now: UnixMillis) -> Result<UnixMillis, ConfigError> {
+/// from 1970 on.
+pub fn check_epoch(text: &str) -> Result<UnixMillis, ConfigError> {
     let err = |detail: String, hint: &str| ConfigError {
         setting: "snowflake_id.epoch",
         value: text.to_string(),
@@ -140,11 +134,23 @@ pub fn check_epoch(text: &str, now: UnixMillis) -> Result<UnixMillis, ConfigErro
     if epoch.0 < 0 {
         return Err(err("the epoch is before 1970-01-01".into(), "Choose an epoch after 1970."));
     }
+    Ok(epoch)
+}
+
+/// Checks an epoch a DBA sets on a running server (ALTER SYSTEM, a reload)
+/// against its clock, which is then taken to be right: an epoch in the future
+/// is a slip caught before the restart that would apply it. At start the
+/// clock is not consulted (see [`Config::new`]).
+pub fn check_new_epoch(text: &str, now: UnixMillis) -> Result<UnixMillis, ConfigError> {
+    let epoch = check_epoch(text)?;
     if epoch > now {
-        return Err(err(
-            format!("the epoch is in the future (the server's clock says {now})"),
-            "Choose an epoch before the first ID; check the system clock if it should already have passed.",
-        ));
+        return Err(ConfigError {
+            setting: "snowflake_id.epoch",
+            value: text.to_string(),
+            detail: sentence(&format!("the epoch is in the future (the server's clock says {now})")),
+            hint: "Choose an epoch before the first ID; check the system clock if it should already have passed."
+                .into(),
+        });
     }
     Ok(epoch)
 }
@@ -237,7 +243,7 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        let c = Config::new(defaults(), NOW).unwrap();
+        let c = Config::new(defaults()).unwrap();
         assert_eq!(c.codec.time.epoch(), DEFAULT_EPOCH);
         assert_eq!(c.codec.time.tick_ms(), 1);
         assert_eq!(c.node, Node::default());
@@ -245,28 +251,26 @@ mod tests {
 
     #[test]
     fn a_preset_brings_its_epoch_and_tick_unless_overridden() {
-        let c = Config::new(Settings { layout: "sonyflake", ..defaults() }, NOW).unwrap();
+        let c = Config::new(Settings { layout: "sonyflake", ..defaults() }).unwrap();
         assert_eq!((c.codec.time.epoch(), c.codec.time.tick_ms()), (UnixMillis(1_409_529_600_000), 10));
-        let c = Config::new(
-            Settings { layout: "sonyflake", epoch: Some("2020-01-01"), tick_ms: Some(1), ..defaults() },
-            NOW,
-        )
-        .unwrap();
+        let c =
+            Config::new(Settings { layout: "sonyflake", epoch: Some("2020-01-01"), tick_ms: Some(1), ..defaults() })
+                .unwrap();
         assert_eq!((c.codec.time.epoch(), c.codec.time.tick_ms()), (UnixMillis(1_577_836_800_000), 1));
     }
 
     #[test]
     fn node_ids_must_fit_their_fields() {
-        let ok = Config::new(Settings { datacenter_id: 31, worker_id: 31, ..defaults() }, NOW).unwrap();
+        let ok = Config::new(Settings { datacenter_id: 31, worker_id: 31, ..defaults() }).unwrap();
         assert_eq!(ok.node, Node { datacenter: 31, worker: 31 });
-        let e = Config::new(Settings { worker_id: 32, ..defaults() }, NOW).unwrap_err();
+        let e = Config::new(Settings { worker_id: 32, ..defaults() }).unwrap_err();
         assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.worker_id", "32"));
         assert!(e.detail.contains("from 0 to 31"), "{}", e.detail);
-        let e = Config::new(Settings { datacenter_id: -1, ..defaults() }, NOW).unwrap_err();
+        let e = Config::new(Settings { datacenter_id: -1, ..defaults() }).unwrap_err();
         assert_eq!(e.setting, "snowflake_id.datacenter_id");
-        let e = Config::new(Settings { layout: "instagram", datacenter_id: 1, ..defaults() }, NOW).unwrap_err();
+        let e = Config::new(Settings { layout: "instagram", datacenter_id: 1, ..defaults() }).unwrap_err();
         assert!(e.detail.contains("no datacenter field"), "{}", e.detail);
-        assert!(Config::new(Settings { layout: "instagram", worker_id: 8191, ..defaults() }, NOW).is_ok());
+        assert!(Config::new(Settings { layout: "instagram", worker_id: 8191, ..defaults() }).is_ok());
     }
 
     #[test]
@@ -319,12 +323,12 @@ mod tests {
             detail: "The epoch is before 1970-01-01.".into(),
             hint: "Choose an epoch after 1970.".into(),
         };
-        assert_eq!(check_epoch("-1", NOW), Err(before_1970));
-        assert_eq!(check_epoch("0", NOW), Ok(UnixMillis(0)));
-        assert_eq!(check_epoch("1", NOW), Ok(UnixMillis(1)));
-        assert_eq!(check_epoch("1970-01-01", NOW), Ok(UnixMillis(0)));
+        assert_eq!(check_epoch("-1"), Err(before_1970));
+        assert_eq!(check_epoch("0"), Ok(UnixMillis(0)));
+        assert_eq!(check_epoch("1"), Ok(UnixMillis(1)));
+        assert_eq!(check_epoch("1970-01-01"), Ok(UnixMillis(0)));
 
-        let at = |ms: i64| check_epoch(&ms.to_string(), NOW);
+        let at = |ms: i64| check_new_epoch(&ms.to_string(), NOW);
         assert_eq!(at(NOW.0 - 1), Ok(UnixMillis(NOW.0 - 1)));
         assert_eq!(at(NOW.0), Ok(NOW), "an epoch of now is not in the future");
         let e = at(NOW.0 + 1).unwrap_err();
@@ -336,8 +340,11 @@ mod tests {
             "Choose an epoch before the first ID; check the system clock if it should already have passed."
         );
         // At the very start of 1970 both checks meet: an epoch of now is fine.
-        assert_eq!(check_epoch("0", UnixMillis(0)), Ok(UnixMillis(0)));
-        assert!(check_epoch("1", UnixMillis(0)).unwrap_err().detail.starts_with("The epoch is in the future"));
+        assert_eq!(check_new_epoch("0", UnixMillis(0)), Ok(UnixMillis(0)));
+        assert!(check_new_epoch("1", UnixMillis(0)).unwrap_err().detail.starts_with("The epoch is in the future"));
+        assert_eq!(check_new_epoch("-1", NOW).unwrap_err().detail, "The epoch is before 1970-01-01.");
+        // At start the clock has no say: a host may boot with a wrong one.
+        assert_eq!(check_epoch(&(NOW.0 + 1).to_string()), Ok(UnixMillis(NOW.0 + 1)));
     }
 
     #[test]
@@ -347,37 +354,43 @@ mod tests {
         let e = check_layout("bogus").unwrap_err();
         assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.layout", "bogus"));
         assert!(check_layout("timestamp:42,datacenter:5,worker:5,sequence:12").is_err(), "64 bits");
-        assert_eq!(check_epoch("2025-01-01", NOW), Ok(DEFAULT_EPOCH));
-        for bad in ["2999-01-01", "-5", "last tuesday"] {
-            assert_eq!(check_epoch(bad, NOW).unwrap_err().setting, "snowflake_id.epoch", "{bad}");
+        assert_eq!(check_epoch("2025-01-01"), Ok(DEFAULT_EPOCH));
+        for bad in ["-5", "last tuesday", "1735689600"] {
+            assert_eq!(check_epoch(bad).unwrap_err().setting, "snowflake_id.epoch", "{bad}");
         }
     }
 
     #[test]
     fn refusals_name_the_setting() {
-        let cases: [(Settings<'static>, &str); 7] = [
+        let cases: [(Settings<'static>, &str); 5] = [
             (Settings { layout: "timestamp:41,shard:13,sequence:10", ..defaults() }, "snowflake_id.layout"),
             (Settings { epoch: Some("tomorrow"), ..defaults() }, "snowflake_id.epoch"),
-            (Settings { epoch: Some("2999-01-01"), ..defaults() }, "snowflake_id.epoch"),
             (Settings { epoch: Some("-5"), ..defaults() }, "snowflake_id.epoch"),
             (Settings { tick_ms: Some(0), ..defaults() }, "snowflake_id.tick_ms"),
             (Settings { tick_ms: Some(i64::from(MAX_TICK_MS) + 1), ..defaults() }, "snowflake_id.tick_ms"),
-            // A 28-bit field of seconds from 2010 ran out in 2018.
-            (
-                Settings {
-                    layout: "timestamp:28,sequence:10",
-                    epoch: Some("2010-01-01"),
-                    tick_ms: Some(1000),
-                    ..defaults()
-                },
-                "snowflake_id.layout",
-            ),
         ];
         for (settings, setting) in cases {
-            let e = Config::new(settings, NOW).unwrap_err();
+            let e = Config::new(settings).unwrap_err();
             assert_eq!(e.setting, setting, "{e}");
             assert!(!e.hint.is_empty());
         }
+    }
+
+    #[test]
+    fn the_clock_has_no_say_in_whether_settings_are_valid() {
+        // An epoch in the future (or a clock that boots in the past), and a
+        // 28-bit field of seconds from 2010, which ran out in 2018: the
+        // generator refuses per call, the server starts.
+        let future = Config::new(Settings { epoch: Some("2999-01-01"), ..defaults() }).unwrap();
+        assert_eq!(future.codec.time.epoch().to_string(), "2999-01-01 00:00:00+00");
+        let over = Settings {
+            layout: "timestamp:28,sequence:10",
+            epoch: Some("2010-01-01"),
+            tick_ms: Some(1000),
+            ..defaults()
+        };
+        let over = Config::new(over).unwrap();
+        assert!(over.codec.tick_in_range(NOW).is_err());
     }
 
     #[test]

@@ -109,6 +109,10 @@ pub enum Refusal {
     /// Nothing can be issued before this mark is durable: make it so, report
     /// it with [`Generator::mark_written`], and try again.
     NeedMark(Mark),
+    /// The wall clock lies before the epoch by more than `max_drift`: no
+    /// timestamp can hold it, and no wait is worth making (a host that booted
+    /// with a wrong clock, or an epoch set in the future).
+    BeforeEpoch,
     /// The timestamp field has no tick left: the layout's time range is over.
     TimestampExhausted,
     /// The clock went back again but the clock_back field is at its maximum.
@@ -300,6 +304,9 @@ impl Generator {
                     clock_back: self.clock_back + 1,
                     wall: Some(now),
                 }));
+            }
+            if limit.is_none() {
+                return Err(Refusal::BeforeEpoch);
             }
             // No wait can help a layout whose time range is over.
             if exhausted {

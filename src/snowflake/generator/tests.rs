@@ -269,9 +269,18 @@ fn an_exhausted_range_is_an_error_at_once_even_when_the_clock_is_behind() {
 }
 
 #[test]
-fn a_clock_before_the_epoch_waits() {
+fn a_clock_before_the_epoch_is_refused_beyond_the_drift_and_borrows_within_it() {
     let mut c = Caller::new(SMALL, 10);
-    assert_eq!(c.take(-50, 1, 10), Err(Refusal::Wait { until: -10, at_mark: false }));
+    assert_eq!(c.take(-50, 1, 10), Err(Refusal::BeforeEpoch));
+    assert_eq!(c.g.stats().ids_issued, 0);
+    // Within max_drift of the epoch, IDs of tick 0 run ahead of the clock.
+    let first = c.ids(-5, 1, 10);
+    let t = template(SMALL);
+    assert!(first[0] < t.encode(t.position(1), 0), "an ID of tick 0");
+    // Once the clock is right, IDs continue above.
+    assert!(c.ids(100, 1, 10)[0] > first[0]);
+    // A clock that later falls before the epoch again is refused, not waited for.
+    assert_eq!(c.take(-50, 1, 10), Err(Refusal::BeforeEpoch));
 }
 
 const WITH_CB: &str = "clock_back:2,timestamp:30,worker:3,sequence:2";
@@ -448,7 +457,7 @@ fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
                             assert!(until > now, "a wait must be for a later tick");
                             now = until;
                         }
-                        Err(Refusal::TimestampExhausted | Refusal::ClockBackExhausted) => break,
+                        Err(Refusal::BeforeEpoch | Refusal::TimestampExhausted | Refusal::ClockBackExhausted) => break,
                     }
                 }
             }
