@@ -86,3 +86,12 @@ BEGIN
     EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER snowflake_id_guard', tbl);
 END
 $$;
+
+-- snowflake_raise_floor(id): a DBA's setval for the high-water mark.
+CREATE FUNCTION snowflake_raise_floor(
+	"id" bigint
+) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
+REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;

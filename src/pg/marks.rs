@@ -123,6 +123,40 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
     }
 }
 
+/// Raises the floor to `floor` at a DBA's request (`snowflake_raise_floor`):
+/// made durable like any mark, in the file and in WAL, so that a restart and
+/// the standbys keep it, unless the durable mark covers it already. An
+/// unknown floor becomes this one. On failure nothing changed, and the call
+/// fails.
+pub fn raise_floor(floor: Mark) {
+    let _writer = MarkWriter::acquire();
+    // Read first: a guard in a match's scrutinee would be held through its arms.
+    let needed = {
+        let mut state = shmem::lock();
+        let unknown = state.unknown.is_some();
+        state.generator.raise_floor(floor).map(|needed| needed || unknown)
+    };
+    match needed {
+        Ok(false) => return,
+        Ok(true) => {}
+        // The floor is in the era of an ID of this layout: always within it.
+        Err(e) => error::new(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!(
+                "snowflake_id cannot raise its floor to clock_back {} of a layout that holds {}",
+                e.recorded, e.max
+            ),
+        )
+        .raise(PgLogLevel::ERROR),
+    }
+    let id_space = shmem::read().id_space;
+    let times = make_durable(&floor, id_space).unwrap_or_else(|e| {
+        ErrorReport::from(e).set_detail("The floor was not raised: IDs continue as before.").raise(PgLogLevel::ERROR)
+    });
+    let mut state = shmem::lock();
+    state.floor_written(floor, times);
+}
+
 /// The one way a running server writes a mark: durably, then recorded in the
 /// generator, or recorded as failed so that it is asked for again. The
 /// caller holds the writer lock.

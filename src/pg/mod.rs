@@ -7,7 +7,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step |
-//! | SQL | [`generate`], [`status`], [`decode`], `adopt`, [`guard`] |
+//! | SQL | [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`] |
 //! | policy | [`marks`]: making a mark durable, replaying one |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`] |
 //! | base | [`settings`], [`error`], [`clock`], [`control`], [`timestamp`], [`ffi`] |
@@ -20,6 +20,7 @@ mod control;
 mod decode;
 mod error;
 mod ffi;
+mod floor;
 mod generate;
 mod guard;
 mod marks;

@@ -99,6 +99,15 @@ impl State {
         self.file_micros += times.file_micros;
     }
 
+    /// Records a DBA's floor made durable: it is the floor now, whatever was
+    /// unknown before.
+    pub fn floor_written(&mut self, floor: Mark, times: WriteTimes) {
+        self.generator.floor_written(floor);
+        self.unknown = None;
+        self.wal_micros += times.wal_micros;
+        self.file_micros += times.file_micros;
+    }
+
     /// A report when the clock went back since the last one, at most one a minute.
     #[inline]
     pub fn take_step_back_report(&mut self, now: UnixMillis) -> Option<StepBackReport> {

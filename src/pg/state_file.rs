@@ -44,9 +44,9 @@ impl From<ReadError> for ErrorReport {
     fn from(e: ReadError) -> ErrorReport {
         let shown = e.path.display();
         let recovery = "The file holds the floor above which this server continues. An older copy (from a backup) \
-                        is no floor. If you cannot repair it, move it aside and start the server only once the \
-                        system clock is past the newest ID this server may have issued: snowflake_timestamp(max(id)) \
-                        of your tables, plus snowflake_id.max_clock_drift if IDs ran ahead.";
+                        is no floor. If you cannot repair it, move it aside, start the server with no application \
+                        connected (listen_addresses = ''), and raise the floor above the newest ID this server may \
+                        have issued: SELECT snowflake_raise_floor(max(id)) over every table that holds its IDs.";
         match e.error {
             format::StateFileError::Unreadable(io) => error::new(
                 file_access_code(&io),
@@ -67,7 +67,9 @@ impl From<ReadError> for ErrorReport {
 pub fn unknown_mark_hint(path: &Path) -> String {
     format!(
         "Stop the server, copy snowflake_id.state from the data directory of the cluster this one was made from \
-         over \"{}\", and start it again. If that cluster never generated IDs, remove the file instead.",
+         over \"{}\", and start it again. If that file is lost, run SELECT snowflake_raise_floor(max(id)) as a \
+         superuser over every table that holds IDs of that cluster (and give the largest ID that left the \
+         database, if higher). If that cluster never generated IDs, remove the file instead.",
         path.display()
     )
 }

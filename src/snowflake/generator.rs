@@ -372,6 +372,32 @@ impl Generator {
         Ok(true)
     }
 
+    /// A DBA's floor (`snowflake_raise_floor`): no ID issued from now on lies
+    /// below `floor`. Returns `Ok(false)` when the durable mark covers it
+    /// already (then only the next position moves, within it), and `Ok(true)`
+    /// when `floor` must be made durable first and reported with
+    /// [`Generator::floor_written`]; nothing changes then.
+    pub fn raise_floor(&mut self, floor: Mark) -> Result<bool, ClockBackOutOfRange> {
+        self.check_era(floor.clock_back)?;
+        if !self.covers(&floor) {
+            return Ok(true);
+        }
+        if floor.clock_back == self.clock_back {
+            self.next = self.next.max(floor.position);
+        }
+        Ok(false)
+    }
+
+    /// Records a floor made durable: the mark rises to it, and every ID below
+    /// it counts as issued.
+    pub fn floor_written(&mut self, floor: Mark) {
+        self.advance_to(floor);
+        if floor.clock_back == self.clock_back {
+            self.next = self.next.max(floor.position);
+        }
+        self.stats.marks_written += 1;
+    }
+
     /// Continues from `mark` of a new ID space (replayed from WAL after a DBA
     /// started one on the primary): the old space's marks no longer count,
     /// so the mark may be lower than the current one. Counters are kept.

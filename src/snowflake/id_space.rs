@@ -16,7 +16,7 @@
 //! below the ceiling, and the new one must for its later eras (a clock step
 //! back after the change) to stay above it.
 
-use super::codec::{Codec, IdTemplate, Node};
+use super::codec::{Codec, DecodeError, Decoded, IdTemplate, Node};
 use super::generator::Mark;
 use super::layout::{Field, Layout};
 
@@ -89,6 +89,45 @@ pub fn carry(old: &Codec, mark: &Mark, new: &Codec, node: Node) -> Result<Mark, 
     let wall =
         mark.wall.and_then(|w| old.time.start_of(u64::try_from(w).ok()?)).map(|instant| new.time.tick_of(instant));
     Ok(Mark { position, clock_back, wall })
+}
+
+/// Why a floor cannot be raised to an ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloorError {
+    /// The value is no ID of these settings.
+    Invalid(DecodeError),
+    /// No ID of this node, in the ID's era, lies above it (a layout with a
+    /// node field above the timestamp, and the ID's node number higher).
+    Unreachable,
+}
+
+/// The mark from which `node` issues only IDs greater than `id`, an ID of
+/// `codec` issued by any node (a DBA's floor: `snowflake_raise_floor`), with
+/// `id` decoded. The mark is in `id`'s era, at the first position whose ID
+/// exceeds it, as a same-layout carry keeps the era.
+///
+/// ```
+/// use snowflake_id::snowflake::codec::{Codec, Node};
+/// use snowflake_id::snowflake::id_space::floor_above;
+/// use snowflake_id::snowflake::layout::Layout;
+/// use snowflake_id::snowflake::time::{TimeBase, UnixMillis};
+///
+/// let layout = Layout::parse("timestamp:41,datacenter:5,worker:5,sequence:12").unwrap();
+/// let codec = Codec::new(layout, TimeBase::new(UnixMillis(1_735_689_600_000), 1).unwrap());
+/// let (us, them) = (Node { datacenter: 0, worker: 1 }, Node { datacenter: 9, worker: 9 });
+/// let theirs = codec.template(them).encode(codec.template(them).position(5_000) + 7, 0);
+/// let (floor, _) = floor_above(&codec, us, theirs).unwrap();
+/// // Our IDs of tick 5000 lie below theirs (a lower node number): we continue at tick 5001.
+/// assert_eq!(floor.position, codec.template(us).position(5_001));
+/// assert!(codec.template(us).encode(floor.position, 0) > theirs);
+/// ```
+pub fn floor_above(codec: &Codec, node: Node, id: i64) -> Result<(Mark, Decoded), FloorError> {
+    let decoded = codec.decode(id).map_err(FloorError::Invalid)?;
+    let clock_back = decoded.clock_back.unwrap_or(0);
+    let t = codec.template(node);
+    // `id` is not negative: one more fits in u64.
+    let position = first_position_from(&t, clock_back, id as u64 + 1).ok_or(FloorError::Unreachable)?;
+    Ok((Mark { position, clock_back, wall: None }, decoded))
 }
 
 /// Whether a later era's IDs lie above every ID of an earlier one, for any
@@ -288,6 +327,25 @@ mod tests {
         assert_eq!(carry(&old, &mark, &codec(DEFAULT, EPOCH, 1), NODE), Err(CarryError::Unreachable));
     }
 
+    #[test]
+    fn a_floor_is_refused_for_what_is_no_id_of_the_layout_or_lies_out_of_reach() {
+        let c = codec(DEFAULT, EPOCH, 1);
+        assert_eq!(floor_above(&c, NODE, -1).unwrap_err(), FloorError::Invalid(DecodeError::Negative));
+        // 62 bits of fields: the top bit is no field's.
+        let narrow = codec("timestamp:40,worker:10,sequence:12", EPOCH, 1);
+        assert_eq!(floor_above(&narrow, NODE, 1 << 62).unwrap_err(), FloorError::Invalid(DecodeError::StrayBits));
+        // The worker above the timestamp: worker 7 never passes worker 8's IDs.
+        let node_on_top = codec("worker:4,timestamp:40,sequence:19", EPOCH, 1);
+        let theirs = node_on_top.template(Node { datacenter: 0, worker: 8 }).encode(5, 0);
+        assert_eq!(floor_above(&node_on_top, NODE, theirs).unwrap_err(), FloorError::Unreachable);
+        // The era of the ID is kept.
+        let with_cb = codec("clock_back:2,timestamp:39,datacenter:5,worker:5,sequence:12", EPOCH, 1);
+        let id = with_cb.template(NODE).encode(1 << 20, 2);
+        let (floor, decoded) = floor_above(&with_cb, NODE, id).unwrap();
+        assert_eq!((floor.clock_back, decoded.clock_back), (2, Some(2)));
+        assert_eq!(floor.position, (1 << 20) + 1);
+    }
+
     proptest! {
         /// Whatever the settings on either side: every ID issued below the old
         /// mark, by any node, lies below the first ID of the carried mark, and
@@ -331,6 +389,34 @@ mod tests {
                 }
             }
             prop_assert!(carried.position == 0 || (t_new.encode(carried.position - 1, 0) as u64) < ceiling(&old, &mark));
+        }
+
+        /// Every ID of this node from the floor on lies above the given ID,
+        /// whichever node issued it, and the position before the floor does not.
+        #[test]
+        fn every_id_from_a_floor_on_is_above_it(
+            spec in prop::sample::select(vec![DEFAULT, "timestamp:40,worker:13,sequence:10", "clock_back:1,timestamp:38,datacenter:4,worker:8,sequence:12"]),
+            tick in 0u64..1_000_000_000,
+            sequence in 0u64..1024,
+            their_node in (0u64..16, 0u64..256),
+            our_node in (0u64..16, 0u64..256),
+            era in 0u64..2,
+            later in 0u64..100_000,
+        ) {
+            let c = codec(spec, EPOCH, 1);
+            let fit = |(d, w): (u64, u64)| {
+                let max = |f: Field| c.layout.field(f).map_or(0, |b| b.max());
+                Node { datacenter: d.min(max(Field::Datacenter)), worker: w.min(max(Field::Worker)) }
+            };
+            let era = era.min(c.layout.field(Field::ClockBack).map_or(0, |b| b.max()));
+            let theirs = c.template(fit(their_node));
+            let id = theirs.encode(theirs.position(tick) + sequence.min(theirs.position(1) - 1), era);
+            let ours = c.template(fit(our_node));
+            let (floor, _) = floor_above(&c, fit(our_node), id).unwrap();
+            prop_assert_eq!(floor.clock_back, era);
+            prop_assert!(ours.encode(floor.position, era) > id);
+            prop_assert!(ours.encode(floor.position + later, era) > id);
+            prop_assert!(floor.position == 0 || ours.encode(floor.position - 1, era) <= id);
         }
     }
 }

@@ -552,3 +552,25 @@ fn a_new_id_space_may_start_below_the_old_mark_and_keeps_the_counters() {
     let era = Mark { clock_back: 1, ..start };
     assert!(c.g.enter_new_space(era).is_err(), "no clock_back field");
 }
+
+#[test]
+fn a_floor_within_the_mark_moves_the_next_id_and_one_beyond_it_is_written_first() {
+    let t = template(SMALL);
+    let mut c = Caller::new(SMALL, 10);
+    c.ids(100, 1, 0);
+    let mark = c.g.mark();
+    // Within the durable mark: nothing to write, the next ID is the floor's.
+    let within = Mark { position: mark.position - 2, clock_back: 0, wall: None };
+    assert_eq!(c.g.raise_floor(within), Ok(false));
+    assert_eq!(c.ids(100, 1, 1000)[0], t.encode(within.position, 0));
+    // Beyond it: nothing changes until the floor is durable.
+    let mark = c.g.mark();
+    let beyond = Mark { position: mark.position + 50, clock_back: 0, wall: None };
+    assert_eq!(c.g.raise_floor(beyond), Ok(true));
+    assert_eq!(c.g.mark(), mark);
+    c.g.floor_written(beyond);
+    assert_eq!(c.g.mark().position, beyond.position);
+    assert_eq!(c.ids(100, 1, 1000)[0], t.encode(beyond.position, 0));
+    // A floor of an era the layout does not have is refused.
+    assert!(c.g.raise_floor(Mark { position: 0, clock_back: 1, wall: None }).is_err());
+}

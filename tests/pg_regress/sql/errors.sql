@@ -84,3 +84,7 @@ ALTER SYSTEM SET snowflake_id.worker_id = 9;
 ALTER SYSTEM SET snowflake_id.layout = 'pgedge';
 ALTER SYSTEM RESET snowflake_id.worker_id;
 ALTER SYSTEM RESET snowflake_id.layout;
+
+-- Floors a DBA asks for that are no ID of this server, or too far ahead.
+SELECT * FROM pg_temp.try('SELECT snowflake_raise_floor(-1)');
+SELECT state, message, hint FROM pg_temp.try('SELECT snowflake_raise_floor(snowflake_from_timestamp(''2090-01-01''))');

@@ -18,6 +18,12 @@ SET ROLE snowflake_loader;
 SELECT count(*) FROM snowflake_next_ids(10);
 RESET ROLE;
 
+-- snowflake_raise_floor() is a DBA's, like setval on a sequence.
+SET ROLE snowflake_app;
+SELECT snowflake_raise_floor(1);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
 -- The statements that make generating as restricted as a sequence's nextval().
 REVOKE EXECUTE ON FUNCTION snowflake_next_id() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_next_id() TO snowflake_loader;

@@ -63,6 +63,11 @@ FROM (SELECT id, ord, lag(id, 1, 0::bigint) OVER (ORDER BY ord) AS prev
       FROM snowflake_next_ids(1000) WITH ORDINALITY AS s(id, ord)) s;
 SELECT snowflake_next_ids(3) IS NOT NULL AS in_select_list;
 
+-- A DBA's floor: every later ID lies above it (an ID a tenth of a second ahead).
+SELECT snowflake_next_id() + (100::bigint << 22) AS floor \gset
+SELECT snowflake_raise_floor(:floor) > :floor AS returns_above;
+SELECT snowflake_next_id() > :floor AS next_above;
+
 -- Monitoring: the settings in force.
 SELECT layout, epoch, tick_ms, datacenter_id, worker_id, max_clock_drift_ms, max_wait_ms,
        system_identifier = (SELECT system_identifier FROM pg_control_system()) AS same_system,

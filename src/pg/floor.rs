@@ -1,0 +1,82 @@
+//! `snowflake_raise_floor(id)`: a DBA's `setval` for the high-water mark.
+//!
+//! It serves the cases where the floor a server continues from is lower than
+//! IDs that exist elsewhere: a lost or unknown state file (raise to the
+//! largest ID of the tables), IDs that reached a subscriber or a client before
+//! a point-in-time restore or an asynchronous failover, a pg_upgrade whose old
+//! cluster's file is gone. The floor is made durable as a mark (state file,
+//! then WAL), so restarts and standbys keep it.
+
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
+
+use super::error::{self, Raise};
+use super::generate::format_ms;
+use super::{clock, ffi, marks, settings};
+use crate::snowflake::id_space::{self, FloorError};
+
+/// Makes every ID this server issues from now on greater than `id`, an ID of
+/// this server's settings issued by any node, and returns the first ID at the
+/// new floor. Not granted to PUBLIC.
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_raise_floor(id: i64) -> i64 {
+    if ffi::recovery_in_progress() {
+        error::new(
+            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            "cannot raise the snowflake ID floor during recovery",
+        )
+        .set_detail("A standby takes its floor from its primary's WAL.")
+        .set_hint("Raise the floor on the primary; its standbys replay it.")
+        .raise(PgLogLevel::ERROR);
+    }
+    let config = settings::config();
+    let (floor, decoded) = id_space::floor_above(&config.codec, config.node, id).unwrap_or_else(|e| refuse(id, e));
+    let drift_ms = settings::max_drift_ms();
+    let now = clock::now();
+    let at = config.codec.instant_of(decoded.tick);
+    if at.is_none_or(|at| at.0 > now.0.saturating_add(drift_ms as i64)) {
+        error::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("snowflake ID {id} lies more than snowflake_id.max_clock_drift ahead of the clock"),
+        )
+        .set_detail(format!(
+            "Its timestamp is {}, the clock says {now}, and IDs may run at most {} ahead of it: a floor there would \
+             stop generation until the clock caught up.",
+            at.map_or_else(|| "past the range of timestamps".to_string(), |at| at.to_string()),
+            format_ms(drift_ms)
+        ))
+        .set_hint(
+            "Check that the ID is one of this server's settings (snowflake_decode() shows its time). If IDs really \
+             ran this far ahead, raise snowflake_id.max_clock_drift first.",
+        )
+        .raise(PgLogLevel::ERROR);
+    }
+    marks::raise_floor(floor);
+    config.codec.template(config.node).encode(floor.position, floor.clock_back)
+}
+
+fn refuse(id: i64, e: FloorError) -> ! {
+    let (detail, hint) = match e {
+        FloorError::Invalid(why) => (
+            format!("It is no ID of this server's layout ({}): {why}.", settings::config().codec.layout),
+            "Give an ID this server's settings decode, such as max(id) of a table it fills.",
+        ),
+        FloorError::Unreachable => (
+            "The layout puts a node field above the timestamp, and no ID of this server's node number lies above it."
+                .to_string(),
+            "Give an ID of this server's own node number.",
+        ),
+    };
+    error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("cannot raise the snowflake ID floor to {id}"))
+        .set_detail(detail)
+        .set_hint(hint)
+        .raise(PgLogLevel::ERROR)
+}
+
+// A floor raised too far stops generation for as long, up to
+// snowflake_id.max_clock_drift: a DBA's tool, like setval on a sequence.
+pgrx::extension_sql!(
+    "REVOKE EXECUTE ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;\n",
+    name = "snowflake_raise_floor_privileges",
+    requires = [snowflake_raise_floor]
+);
