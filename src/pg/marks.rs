@@ -60,6 +60,7 @@ use pgrx::PgLogLevel;
 use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
+use super::wal::SyncWaitCancelled;
 use super::{clock, settings, wal};
 use crate::snowflake::codec::Codec;
 use crate::snowflake::generator::Mark;
@@ -160,7 +161,7 @@ pub fn raise_floor(floor: Mark) {
 /// The one way a running server writes a mark: durably, then recorded in the
 /// generator, or recorded as failed so that it is asked for again. The
 /// caller holds the writer lock.
-fn write(mark: &Mark) -> Result<(), WriteError> {
+fn write(mark: &Mark) -> Result<(), MarkError> {
     // Read first: a guard in a match's scrutinee would be held through its arms.
     let id_space = shmem::read().id_space;
     let result = make_durable(mark, id_space);
@@ -177,15 +178,47 @@ fn write(mark: &Mark) -> Result<(), WriteError> {
     }
 }
 
-/// Writes `mark` to the state file, then logs it in WAL (flushed). A file
-/// error is returned before anything is logged, and then no ID may rely on
-/// the mark; a WAL error is raised as a PostgreSQL error.
-fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, WriteError> {
+/// Writes `mark` to the state file, then logs it in WAL (flushed), and waits
+/// for the synchronous standbys as a commit would. A file error is returned
+/// before anything is logged; a wait that was cancelled, after the mark was
+/// logged here. Either way no ID may rely on the mark. A WAL error is raised
+/// as a PostgreSQL error.
+fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, MarkError> {
     let started = Instant::now();
-    state_file::write_mark(mark, false, id_space)?;
+    state_file::write_mark(mark, false, id_space).map_err(MarkError::File)?;
     let written = Instant::now();
-    wal::log_mark(mark, id_space);
-    Ok(WriteTimes { file_micros: clock::micros(written - started), wal_micros: clock::micros(written.elapsed()) })
+    let lsn = wal::log_mark(mark, id_space);
+    let times =
+        WriteTimes { file_micros: clock::micros(written - started), wal_micros: clock::micros(written.elapsed()) };
+    // A mark a promoted synchronous standby does not know could let it issue
+    // again an ID a bare SELECT handed out here.
+    wal::wait_for_synchronous_standbys(lsn).map_err(MarkError::NotReplicated)?;
+    Ok(times)
+}
+
+/// Why a mark was not made durable.
+#[derive(Debug)]
+enum MarkError {
+    File(WriteError),
+    NotReplicated(SyncWaitCancelled),
+}
+
+impl From<MarkError> for ErrorReport {
+    #[track_caller]
+    fn from(e: MarkError) -> ErrorReport {
+        match e {
+            MarkError::File(e) => ErrorReport::from(e),
+            MarkError::NotReplicated(SyncWaitCancelled) => error::new(
+                PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+                "canceling the wait for the synchronous standbys to receive a snowflake_id mark",
+            )
+            .set_hint(
+                "A call that needs a new high-water mark waits for the standbys in synchronous_standby_names, as a \
+                 commit does. Check that they are connected, or set synchronous_commit to local for sessions that \
+                 may take IDs without them.",
+            ),
+        }
+    }
 }
 
 /// The resource manager's redo function.

@@ -14,8 +14,10 @@
 //!   client or the log, and no PostgreSQL function that can raise an ERROR is
 //!   called while it is held.
 //! - The mark writer lock ([`MarkWriter`]) is held while one mark is made
-//!   durable (WAL, then the state file), so that marks reach the file in
-//!   order. It is taken before the state lock, never while holding it.
+//!   durable (the state file, then WAL, then the wait for synchronous
+//!   standbys), so that marks reach the file in order. It is taken before the
+//!   state lock, never while holding it, and waited for in a way a cancel
+//!   request or statement_timeout can end.
 //! - The guard lock ([`guard`]) protects [`GuardState`], for one table lookup
 //!   or one clash record at a time; it is never held with either other lock,
 //!   nor across a report.
@@ -23,13 +25,13 @@
 //!   and by PostgreSQL itself when a process exits or aborts a transaction.
 
 use std::ptr;
+use std::time::Duration;
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
-use super::ffi;
-use super::settings;
+use super::{clock, ffi, settings};
 use crate::snowflake::generator::{Generator, Mark};
 use crate::snowflake::guard::Owners;
 use crate::snowflake::time::UnixMillis;
@@ -347,11 +349,18 @@ pub struct MarkWriter {
 }
 
 impl MarkWriter {
+    /// Waits for the lock, serving cancel requests and timeouts meanwhile:
+    /// its holder may wait for synchronous standbys, and a wait in
+    /// LWLockAcquire could not be cancelled. Taken about once a second, so
+    /// trying every millisecond costs nothing that matters.
     pub fn acquire() -> MarkWriter {
         // SAFETY: the segment is initialised (see `segment`).
         let lock = unsafe { (*segment()).writer };
         // SAFETY: as for the state lock; taken before it, never while holding it.
-        unsafe { ffi::lwlock_acquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        while !unsafe { ffi::lwlock_try_acquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) } {
+            pgrx::check_for_interrupts!();
+            clock::nap(Duration::from_millis(1));
+        }
         MarkWriter { lock }
     }
 }

@@ -70,8 +70,8 @@ pub fn register(redo: Redo) {
 }
 
 /// Logs a mark of ID space `id_space`, with the settings it was made under,
-/// and flushes WAL up to it. Not during recovery.
-pub fn log_mark(mark: &Mark, id_space: u32) {
+/// flushes WAL up to it and returns its end. Not during recovery.
+pub fn log_mark(mark: &Mark, id_space: u32) -> pg_sys::XLogRecPtr {
     let config = settings::config();
     let body = WalMark {
         mark: MarkRecord::new(mark, &config.codec),
@@ -90,8 +90,49 @@ pub fn log_mark(mark: &Mark, id_space: u32) {
             ffi::XLogRegisterData(body.as_ptr().cast::<c_void>(), body.len() as u32);
             let lsn = pg_sys::XLogInsert(id, XLOG_MARK);
             pg_sys::XLogFlush(lsn);
+            lsn
         })
+    }
+}
+
+/// The wait for the synchronous standbys ended before they had the record:
+/// a cancel request, statement_timeout or termination.
+#[derive(Debug)]
+pub struct SyncWaitCancelled;
+
+/// Waits until the synchronous standbys have flushed WAL up to `lsn`, as a
+/// commit waits, when `synchronous_standby_names` is set and the session's
+/// `synchronous_commit` asks for a standby (`remote_write` waits for the
+/// standbys' write only). Returns at once otherwise. A cancel request,
+/// statement_timeout or termination ends the wait as it ends a commit's,
+/// with PostgreSQL's WARNING; unlike a commit, the mark then counts as not
+/// made, so that no ID relies on it.
+pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), SyncWaitCancelled> {
+    // SAFETY: called in a backend with a PGPROC, outside any critical
+    // section; pgrx's binding traps an ERROR.
+    unsafe { pg_sys::SyncRepWaitForLSN(lsn, false) };
+    // PostgreSQL clears the cancel request it served, not InterruptPending,
+    // and leaves a termination request for the next interrupt check.
+    // SAFETY: flags of this process, set by signal handlers.
+    let interrupted = unsafe {
+        std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0
+            || std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0
     };
+    if !interrupted {
+        return Ok(()); // reached, or no synchronous standby was asked for
+    }
+    // Interrupted, perhaps after the standbys replied: the released position
+    // tells. (For remote_write the flush position is a cautious stand-in: it
+    // lies at or below the write position.)
+    // SAFETY: WalSndCtl lives in shared memory for the server's life; an
+    // XLogRecPtr is read whole on the platforms PostgreSQL supports.
+    let flushed =
+        unsafe { std::ptr::read_volatile(&raw const (*pg_sys::WalSndCtl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize]) };
+    if flushed >= lsn {
+        Ok(())
+    } else {
+        Err(SyncWaitCancelled)
+    }
 }
 
 /// The mark in `record`, or why it cannot be read.
