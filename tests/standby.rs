@@ -83,3 +83,40 @@ fn a_replayed_mark_ends_an_unknown_floor() {
     let next: i64 = standby.one("SELECT snowflake_next_id()");
     assert!(next > max_primary, "the promoted standby continues above its primary's IDs");
 }
+
+/// A standby whose state file cannot be written waits in replay, keeps
+/// serving reads, stops when asked, and continues once the file is writable.
+#[test]
+fn a_standby_that_cannot_write_its_state_file_waits_serving_reads() {
+    let primary = Cluster::new("waitprimary", &["snowflake_id.worker_id = 1"]);
+    primary.start();
+    primary.session().batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id())").unwrap();
+    let standby = Cluster::standby_of(&primary, "waitstandby", &[]);
+    standby.start();
+    let blocker = standby.data_path("snowflake_id.state.tmp");
+    assert!(standby.run_program("mkdir", &[blocker.to_str().unwrap()]).status.success());
+    // Ten million IDs need marks beyond the current one; the rows follow them in WAL.
+    primary.connect().batch_execute("SELECT count(*) FROM snowflake_next_ids(10000000)").unwrap();
+    primary.session().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !standby.log().contains("replay waits until the replayed high-water mark is recorded") {
+        assert!(std::time::Instant::now() < deadline, "no warning:\n{}", standby.log());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Still up, serving reads, and behind: the rows after the mark wait.
+    let rows: i64 = standby.one("SELECT count(*) FROM t");
+    assert_eq!(rows, 0, "replay went past the mark it could not record");
+    assert!(!standby.log().contains("startup process"), "{}", standby.log());
+    // A shutdown request ends the wait.
+    standby.stop();
+    assert!(standby.run_program("rmdir", &[blocker.to_str().unwrap()]).status.success());
+    standby.start();
+    standby.wait_for_replay_of(&primary);
+    assert_eq!(standby.one::<i64>("SELECT count(*) FROM t"), 1000);
+    let max_primary: i64 = primary.one("SELECT max(id) FROM snowflake_next_ids(1) id");
+    primary.stop_immediate();
+    standby.promote();
+    standby.wait_until_writable();
+    let next: i64 = standby.one("SELECT snowflake_next_id()");
+    assert!(next > max_primary);
+}

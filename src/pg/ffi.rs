@@ -29,6 +29,8 @@ mod raw {
         pub fn LWLockConditionalAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
         pub fn LWLockRelease(lock: *mut LWLock);
         pub fn RecoveryInProgress() -> bool;
+        #[cfg_attr(feature = "pg18", link_name = "ProcessStartupProcInterrupts")]
+        pub fn HandleStartupProcInterrupts();
         pub static pg_file_create_mode: c_int;
     }
 }
@@ -80,6 +82,18 @@ pub unsafe fn lwlock_try_acquire(lock: *mut LWLock, mode: LWLockMode::Type) -> b
 pub unsafe fn lwlock_release(lock: *mut LWLock) {
     // SAFETY: the caller's contract above.
     unsafe { raw::LWLockRelease(lock) };
+}
+
+/// Serves the startup process's interrupts, as its own waits do: a
+/// shutdown request exits the process, a reload rereads the configuration.
+/// (PostgreSQL 18 renamed the function `ProcessStartupProcInterrupts`.)
+///
+/// # Safety
+/// Called in the startup process (WAL redo), outside any critical section.
+pub unsafe fn serve_startup_interrupts() {
+    // SAFETY: the caller's contract; an ERROR it might raise (rereading the
+    // configuration logs instead) is trapped.
+    unsafe { pgrx::pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| raw::HandleStartupProcInterrupts()) };
 }
 
 /// True while the server is a standby or recovering.

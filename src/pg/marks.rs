@@ -52,7 +52,7 @@
 //! replaces the old space's, lower or not; one of an earlier space is passed
 //! over.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
@@ -61,7 +61,7 @@ use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
 use super::wal::SyncWaitCancelled;
-use super::{clock, settings, wal};
+use super::{clock, ffi, settings, wal};
 use crate::snowflake::codec::Codec;
 use crate::snowflake::generator::Mark;
 use crate::snowflake::id_space::{self, CarryError};
@@ -272,19 +272,54 @@ fn replay(wal_mark: &WalMark) {
         }
     };
     match outcome {
-        Ok(Some((mark, id_space))) => {
-            if let Err(e) = state_file::write_mark(&mark, false, id_space) {
-                ErrorReport::from(e)
-                    .set_detail("The replayed high-water mark must be recorded before recovery continues.")
-                    .raise(PgLogLevel::ERROR);
-            }
-        }
+        Ok(Some((mark, id_space))) => record_replayed(&mark, id_space),
         Ok(None) => {}
         // Reported once, when this server stops knowing a mark it can use.
         Err(before) if before != Some(Unknown::OtherSettings) => {
             report_cannot_carry(wal_mark, &config.codec, carried.err().flatten());
         }
         Err(_) => {}
+    }
+}
+
+/// How often replay that waits for the state file says so.
+const WAIT_REPORT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Records a replayed mark in the state file before redo moves on: a
+/// restartpoint past the record, with a file that does not hold the mark,
+/// would lose the mark for the standby's next start. When the file cannot be
+/// written, replay waits and tries again each second, as it waits for other
+/// resources, rather than stopping the server: a hot standby keeps serving
+/// reads, and a shutdown request ends the wait. A promotion waits too (it
+/// ends recovery with this record replayed, and a crash after it would
+/// restart from the file).
+fn record_replayed(mark: &Mark, id_space: u32) {
+    let mut reported: Option<Instant> = None;
+    loop {
+        let Err(e) = state_file::write_mark(mark, false, id_space) else { break };
+        if reported.is_none_or(|at| at.elapsed() >= WAIT_REPORT_INTERVAL) {
+            ErrorReport::from(e)
+                .set_detail(
+                    "WAL replay waits until the replayed high-water mark is recorded, and tries again every second; \
+                     a hot standby keeps serving reads meanwhile. A promotion waits too.",
+                )
+                .set_hint(
+                    "Make the file writable (free space, permissions, no directory in the way of \
+                     snowflake_id.state.tmp): replay then continues by itself.",
+                )
+                .report(PgLogLevel::WARNING);
+            reported = Some(Instant::now());
+        }
+        // SAFETY: redo runs in the startup process, outside a critical section.
+        unsafe { ffi::serve_startup_interrupts() };
+        clock::nap(Duration::from_secs(1));
+    }
+    if reported.is_some() {
+        error::new(
+            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            "snowflake_id recorded the replayed high-water mark: WAL replay continues",
+        )
+        .report(PgLogLevel::LOG);
     }
 }
 
