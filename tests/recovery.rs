@@ -298,3 +298,29 @@ fn an_upgrade_from_0_2_0_continues_above_its_state_file_with_no_marks_in_wal_yet
     let next: i64 = c.one("SELECT snowflake_next_id()");
     assert!(next > id);
 }
+
+#[test]
+fn the_refusal_after_a_crash_says_how_far_ahead_the_mark_was_made() {
+    let c = Cluster::new("markahead", &["snowflake_id.max_wait = '100ms'", "include_if_exists = 'case.conf'"]);
+    c.start();
+    // About ten seconds of IDs in one call: the last mark lies seconds ahead.
+    c.session().batch_execute("SELECT count(*) FROM snowflake_next_ids(40000000)").unwrap();
+    c.stop_immediate();
+    c.write_data_file("case.conf", b"snowflake_id.max_clock_drift = 0\n");
+    c.start();
+    let e = c.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, detail) = {
+        let d = e.as_db_error().expect("a server error");
+        (d.code().code().to_string(), d.message().to_string(), d.detail().unwrap_or_default().to_string())
+    };
+    assert_eq!(code, "55000", "{message}");
+    assert!(message.contains("behind the high-water mark this server resumed from"), "{message}");
+    let made = detail.split("That mark was made ").nth(1).and_then(|rest| rest.split(" ahead").next());
+    let ms: u64 = match made {
+        Some(text) if text.ends_with("ms") => text.trim_end_matches("ms").parse().unwrap(),
+        Some(text) if text.ends_with('s') => text.trim_end_matches('s').parse::<u64>().unwrap() * 1000,
+        _ => panic!("no distance in {detail}"),
+    };
+    assert!(ms > 2000, "the mark was made seconds ahead: {detail}");
+    assert!(detail.contains("snowflake_id.max_clock_drift (or one tick)"), "{detail}");
+}

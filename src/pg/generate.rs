@@ -250,12 +250,20 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
     let time = settings::config().codec.time;
     let ahead_ms = time.ms_in(ahead_ticks.max(0) as u64 + drift_ticks);
     let (what, why) = if at_mark {
+        // How far ahead of its own clock the mark was made, from the mark.
+        let mark = shmem::read().generator.mark();
+        let template = settings::config().codec.template(settings::config().node);
+        let made_ahead = mark.wall.map(|wall| {
+            let ticks = (template.tick_of(mark.position) as i64).saturating_sub(wall).max(0);
+            format!(" was made {} ahead of the clock of its time and", format_ms(time.ms_in(ticks as u64)))
+        });
         (
             "the high-water mark this server resumed from",
             format!(
                 "After a crash, an immediate shutdown or a failover, the generator continues above the last mark \
-                 recorded in WAL or its state file, which lies {} past the IDs it covered, and these may have run \
-                 up to snowflake_id.max_clock_drift ahead of the clock of the time (a bulk call runs them ahead). ",
+                 recorded in WAL or its state file. That mark{} lies {} past the IDs it covered, which may run up to \
+                 snowflake_id.max_clock_drift (or one tick) ahead of the clock (a bulk call runs them ahead). ",
+                made_ahead.unwrap_or_default(),
                 format_ms(MARK_WINDOW_MS)
             ),
         )
