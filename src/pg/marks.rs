@@ -295,8 +295,7 @@ const WAIT_REPORT_INTERVAL: Duration = Duration::from_secs(10);
 /// restart from the file).
 fn record_replayed(mark: &Mark, id_space: u32) {
     let mut reported: Option<Instant> = None;
-    loop {
-        let Err(e) = state_file::write_mark(mark, false, id_space) else { break };
+    while let Err(e) = state_file::write_mark(mark, false, id_space) {
         if reported.is_none_or(|at| at.elapsed() >= WAIT_REPORT_INTERVAL) {
             ErrorReport::from(e)
                 .set_detail(
