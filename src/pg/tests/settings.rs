@@ -43,7 +43,8 @@ mod tests {
             labels,
             "snowflake_adopt(3):vu snowflake_decode(1):ssS snowflake_decode(4):is snowflake_decode(4):is \
              snowflake_from_timestamp(1):ssS snowflake_guard(2):vu snowflake_guard_check(0):vu \
-             snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_status(0):vsS snowflake_timestamp(1):ssS"
+             snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_raise_floor(1):vuS snowflake_status(0):vsS \
+             snowflake_timestamp(1):ssS"
         );
         let one_row = one::<bool>(
             "SELECT bool_and(prorows = 1) FROM pg_proc WHERE proname IN ('snowflake_decode', 'snowflake_status')",
