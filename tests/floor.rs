@@ -24,8 +24,6 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     let primary = Cluster::with_fake_clock("floorprimary", &["snowflake_id.worker_id = 1"]);
     primary.start();
     primary.session().batch_execute(TABLE).unwrap();
-    let standby = Cluster::standby_of(&primary, "floorstandby", &["snowflake_id.worker_id = 2"]);
-    standby.start();
     // An hour ahead, then the clock is set right and the state file is lost:
     // the server starts at the clock, an hour below its own IDs.
     primary.clock.as_ref().unwrap().set_offset(3600);
@@ -35,6 +33,13 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     assert!(primary.run_program("rm", &[primary.state_file().to_str().unwrap()]).status.success());
     primary.clock.as_ref().unwrap().set_offset(0);
     primary.start();
+    // A standby made now knows nothing of the IDs an hour ahead: its backup
+    // holds the new, low state file and no WAL of theirs.
+    let standby = Cluster::standby_of(&primary, "floorstandby", &["snowflake_id.worker_id = 2"]);
+    standby.start();
+    let below: Option<bool> =
+        standby.one(&format!("SELECT high_water_mark > snowflake_timestamp({ahead_max}) FROM snowflake_status()"));
+    assert_ne!(below, Some(true), "the standby does not know the IDs ahead yet");
 
     // Refused for the standby, and for an ID past max_clock_drift.
     let e = standby.connect().query_one("SELECT snowflake_raise_floor(max(id)) FROM t", &[]).unwrap_err();
@@ -48,6 +53,13 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     // The documented remedy: the largest ID of the tables, from any node.
     let first: i64 = primary.one("SELECT snowflake_raise_floor(max(id)) FROM t");
     assert!(first > ahead_max);
+    // In WAL at once: the standby replays the floor itself, before any ID needs a mark.
+    standby.wait_for_replay_of(&primary);
+    let mark = "SELECT high_water_mark::text FROM snowflake_status()";
+    assert_eq!(standby.one::<String>(mark), primary.one::<String>(mark), "the standby has the floor");
+    let at_floor: bool =
+        primary.one(&format!("SELECT high_water_mark >= snowflake_timestamp({ahead_max}) FROM snowflake_status()"));
+    assert!(at_floor);
     insert(&primary, "raised");
     let (raised_min, raised_max) = side_min_max(&primary, "raised");
     assert!(raised_min > ahead_max, "{raised_min} after {ahead_max}");

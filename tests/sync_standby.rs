@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::{db_error, Cluster};
 
-fn issued(c: &Cluster) -> i64 {
-    c.one("SELECT ids_issued FROM snowflake_status()")
+fn marks(c: &Cluster) -> i64 {
+    c.one("SELECT marks_written FROM snowflake_status()")
 }
 
 #[test]
@@ -18,37 +18,50 @@ fn a_mark_waits_for_the_synchronous_standby_and_a_promoted_one_continues_above_a
     let primary = Cluster::new("syncprimary", &["snowflake_id.worker_id = 1"]);
     primary.start();
     // Before the standby is named: a commit would wait for it.
-    primary.session().batch_execute("SELECT 1").unwrap();
+    primary.session().batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id())").unwrap();
     let standby = Cluster::standby_of(&primary, "syncstandby", &[]);
     let mut admin = primary.connect();
     admin.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'syncstandby'").unwrap();
     admin.batch_execute("SELECT pg_reload_conf()").unwrap();
     drop(admin);
 
-    // With the standby down, the first call needs a mark and waits for it;
-    // statement_timeout ends the wait, and nothing was issued.
-    let mut s = primary.connect();
-    s.batch_execute("SET statement_timeout = '1s'").unwrap();
-    let before = issued(&primary);
-    let started = Instant::now();
-    let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
-    let (code, message, _) = db_error(&e);
-    assert_eq!(code, "57014", "{message}");
-    assert!(started.elapsed() >= Duration::from_millis(900), "the call waited for the standby");
-    assert_eq!(issued(&primary), before, "no ID relies on a mark the standby may not have");
-    // Another session waiting for the mark writer is not stuck either.
-    let mut other = primary.connect();
-    other.batch_execute("SET statement_timeout = '1s'").unwrap();
-    let e = other.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
-    assert_eq!(db_error(&e).0, "57014");
-    // A session that does not ask for a synchronous standby does not wait.
-    s.batch_execute("SET synchronous_commit = local").unwrap();
-    s.query_one("SELECT snowflake_next_id()", &[]).unwrap();
-    s.batch_execute("RESET synchronous_commit").unwrap();
+    // With the standby down, the first call makes a mark, and waits for the
+    // standby before it hands out an ID; statement_timeout ends the wait.
+    let timed = || {
+        let mut c = primary.connect();
+        c.batch_execute("SET statement_timeout = '1s'").unwrap();
+        c
+    };
+    let expect_timeout = |c: &mut postgres::Client, sql: &str| {
+        let started = Instant::now();
+        let e = c.batch_execute(sql).unwrap_err();
+        let (code, message, _) = db_error(&e);
+        assert_eq!(code, "57014", "{sql}: {message}");
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(5), "{sql}: {waited:?}");
+    };
+    let written = marks(&primary);
+    let mut s = timed();
+    expect_timeout(&mut s, "SELECT snowflake_next_id()");
+    assert!(marks(&primary) > written, "the mark was written, then waited for");
+    // Every session that asks for the standby waits for the mark, also one
+    // that did not write it.
+    expect_timeout(&mut timed(), "SELECT snowflake_next_id()");
+    // A multi-row statement stops at its timeout too.
+    expect_timeout(&mut timed(), "INSERT INTO t SELECT FROM generate_series(1, 100000)");
+    // A session that does not ask for a synchronous standby does not wait;
+    // the marks it writes are still waited for by the sessions that ask.
+    let mut local = primary.connect();
+    local.batch_execute("SET synchronous_commit = local").unwrap();
+    local.batch_execute("SELECT count(*) FROM snowflake_next_ids(10000000)").unwrap();
+    expect_timeout(&mut timed(), "SELECT snowflake_next_id()");
+    drop(local);
 
     standby.start();
     standby.wait_for_replay_of(&primary);
     s.batch_execute("RESET statement_timeout").unwrap();
+    // Once the standby has the marks, the same calls go through.
+    primary.connect().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
     // Bare SELECTs: no row, no commit. The burst runs the IDs seconds ahead
     // of the clock, so only the marks the standby received keep it above them
     // once promoted.

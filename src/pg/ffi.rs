@@ -26,7 +26,6 @@ mod raw {
 
     unsafe extern "C" {
         pub fn LWLockAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
-        pub fn LWLockConditionalAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
         pub fn LWLockRelease(lock: *mut LWLock);
         pub fn RecoveryInProgress() -> bool;
         #[cfg_attr(feature = "pg18", link_name = "ProcessStartupProcInterrupts")]
@@ -61,17 +60,6 @@ unsafe extern "C" {
 pub unsafe fn lwlock_acquire(lock: *mut LWLock, mode: LWLockMode::Type) {
     // SAFETY: the caller's contract above.
     unsafe { raw::LWLockAcquire(lock, mode) };
-}
-
-/// Acquires `lock` in `mode` if no one holds it in a conflicting mode;
-/// returns whether it did. Never waits.
-///
-/// # Safety
-/// As for [`lwlock_acquire`].
-#[inline]
-pub unsafe fn lwlock_try_acquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool {
-    // SAFETY: the caller's contract above.
-    unsafe { raw::LWLockConditionalAcquire(lock, mode) }
 }
 
 /// Releases `lock`.

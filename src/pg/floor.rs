@@ -61,6 +61,12 @@ fn refuse(id: i64, e: FloorError) -> ! {
             format!("It is no ID of this server's layout ({}): {why}.", settings::config().codec.layout),
             "Give an ID this server's settings decode, such as max(id) of a table it fills.",
         ),
+        FloorError::ErasInterleave => (
+            "The layout's clock_back field lies below its timestamp, so IDs of a later era are not all greater and no \
+             floor keeps every later ID above this one."
+                .to_string(),
+            "Such a layout cannot take a floor: wait until the clock passes the ID instead.",
+        ),
         FloorError::Unreachable => (
             "The layout puts a node field above the timestamp, and no ID of this server's node number lies above it."
                 .to_string(),

@@ -116,7 +116,7 @@ pub fn reserve(want: u64) -> Block {
     let mut writer: Option<MarkWriter> = None;
     loop {
         let drift = time.ticks_in(settings::max_drift_ms());
-        let (result, now_ms, now, step_back) = {
+        let (result, now_ms, now, step_back, mark_lsn) = {
             let mut state = shmem::lock();
             if let Some(why) = state.unknown {
                 drop(state);
@@ -127,7 +127,7 @@ pub fn reserve(want: u64) -> Block {
             let now_ms = clock::now();
             let now = time.tick_of(now_ms);
             let result = state.generator.reserve(now, want, drift);
-            (result, now_ms, now, state.take_step_back_report(now_ms))
+            (result, now_ms, now, state.take_step_back_report(now_ms), state.mark_lsn)
         };
         if let Some(r) = step_back {
             report_step_back(r);
@@ -137,6 +137,10 @@ pub fn reserve(want: u64) -> Block {
                 if let Some(mark) = grant.renew {
                     marks::renew(mark, writer.take());
                 }
+                drop(writer);
+                // The mark the block relies on, known to synchronous standbys
+                // before any of it leaves (a promoted one must not issue it again).
+                marks::wait_for_standbys(mark_lsn);
                 return grant.block;
             }
             Err(refusal) => refusal,
@@ -250,20 +254,13 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
     let time = settings::config().codec.time;
     let ahead_ms = time.ms_in(ahead_ticks.max(0) as u64 + drift_ticks);
     let (what, why) = if at_mark {
-        // How far ahead of its own clock the mark was made, from the mark.
-        let mark = shmem::read().generator.mark();
-        let template = settings::config().codec.template(settings::config().node);
-        let made_ahead = mark.wall.map(|wall| {
-            let ticks = (template.tick_of(mark.position) as i64).saturating_sub(wall).max(0);
-            format!(" was made {} ahead of the clock of its time and", format_ms(time.ms_in(ticks as u64)))
-        });
         (
             "the high-water mark this server resumed from",
             format!(
                 "After a crash, an immediate shutdown or a failover, the generator continues above the last mark \
-                 recorded in WAL or its state file. That mark{} lies {} past the IDs it covered, which may run up to \
-                 snowflake_id.max_clock_drift (or one tick) ahead of the clock (a bulk call runs them ahead). ",
-                made_ahead.unwrap_or_default(),
+                 recorded in WAL or its state file. Up to {} of that mark lies past the IDs it covered, which may run \
+                 up to snowflake_id.max_clock_drift (or one tick) ahead of the clock of their time (a bulk call runs \
+                 them ahead). ",
                 format_ms(MARK_WINDOW_MS)
             ),
         )

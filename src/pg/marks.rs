@@ -60,7 +60,6 @@ use pgrx::PgLogLevel;
 use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
-use super::wal::SyncWaitCancelled;
 use super::{clock, ffi, settings, wal};
 use crate::snowflake::codec::Codec;
 use crate::snowflake::generator::Mark;
@@ -127,41 +126,83 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
 /// Raises the floor to `floor` at a DBA's request (`snowflake_raise_floor`):
 /// made durable like any mark, in the file and in WAL, so that a restart and
 /// the standbys keep it, unless the durable mark covers it already. An
-/// unknown floor becomes this one. On failure nothing changed, and the call
-/// fails.
+/// unknown floor becomes this one, or the mark this server still holds if
+/// that is higher: the file never goes below a mark it may have recorded
+/// (a standby that started from a good file and then replayed a mark it
+/// could not carry). On failure nothing changed, and the call fails. Then,
+/// as for IDs, waits for the synchronous standbys if the session asks for them.
 pub fn raise_floor(floor: Mark) {
-    let _writer = MarkWriter::acquire();
-    // Read first: a guard in a match's scrutinee would be held through its arms.
-    let needed = {
-        let mut state = shmem::lock();
-        let unknown = state.unknown.is_some();
-        state.generator.raise_floor(floor).map(|needed| needed || unknown)
+    let lsn = {
+        let _writer = MarkWriter::acquire();
+        // Read first: a guard in a match's scrutinee would be held through its arms.
+        let needed = {
+            let mut state = shmem::lock();
+            let unknown = state.unknown.is_some();
+            let held = state.generator.mark();
+            state.generator.raise_floor(floor).map(|needed| match (needed, unknown) {
+                (true, _) => Some(floor),
+                (false, true) => Some(held),
+                (false, false) => None,
+            })
+        };
+        let floor = match needed {
+            Ok(None) => return,
+            Ok(Some(floor)) => floor,
+            // The floor is in the era of an ID of this layout: always within it.
+            Err(e) => error::new(
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                format!(
+                    "snowflake_id cannot raise its floor to clock_back {} of a layout that holds {}",
+                    e.recorded, e.max
+                ),
+            )
+            .raise(PgLogLevel::ERROR),
+        };
+        let id_space = shmem::read().id_space;
+        let times = make_durable(&floor, id_space).unwrap_or_else(|e| {
+            ErrorReport::from(e)
+                .set_detail("The floor was not raised: IDs continue as before.")
+                .raise(PgLogLevel::ERROR)
+        });
+        shmem::lock().floor_written(floor, times);
+        times.lsn
     };
-    match needed {
-        Ok(false) => return,
-        Ok(true) => {}
-        // The floor is in the era of an ID of this layout: always within it.
-        Err(e) => error::new(
-            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            format!(
-                "snowflake_id cannot raise its floor to clock_back {} of a layout that holds {}",
-                e.recorded, e.max
-            ),
-        )
-        .raise(PgLogLevel::ERROR),
+    if wal::wait_for_synchronous_standbys(lsn).is_err() {
+        not_replicated()
+            .set_detail("The floor is in force on this server; the synchronous standbys may not have it yet.")
+            .raise(PgLogLevel::ERROR);
     }
-    let id_space = shmem::read().id_space;
-    let times = make_durable(&floor, id_space).unwrap_or_else(|e| {
-        ErrorReport::from(e).set_detail("The floor was not raised: IDs continue as before.").raise(PgLogLevel::ERROR)
-    });
-    let mut state = shmem::lock();
-    state.floor_written(floor, times);
+}
+
+/// Waits until the synchronous standbys know the mark (its WAL record ends at
+/// `lsn`) that the IDs about to be handed out rely on, when the session asks
+/// for synchronous standbys; a cancelled wait fails the call, and none of
+/// those IDs is handed out.
+#[inline]
+pub fn wait_for_standbys(lsn: u64) {
+    if wal::wait_for_synchronous_standbys(lsn).is_err() {
+        not_replicated()
+            .set_detail("No ID was issued: the standbys may not have the high-water mark it relies on.")
+            .raise(PgLogLevel::ERROR);
+    }
+}
+
+fn not_replicated() -> ErrorReport {
+    error::new(
+        PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+        "canceling the wait for the synchronous standbys to receive a snowflake_id mark",
+    )
+    .set_hint(
+        "A session whose synchronous_commit asks for synchronous standbys takes IDs only once they have the \
+         high-water mark, as a commit waits for them. Check that the standbys in synchronous_standby_names are \
+         connected, or set synchronous_commit to local for sessions that may take IDs without them.",
+    )
 }
 
 /// The one way a running server writes a mark: durably, then recorded in the
 /// generator, or recorded as failed so that it is asked for again. The
 /// caller holds the writer lock.
-fn write(mark: &Mark) -> Result<(), MarkError> {
+fn write(mark: &Mark) -> Result<(), WriteError> {
     // Read first: a guard in a match's scrutinee would be held through its arms.
     let id_space = shmem::read().id_space;
     let result = make_durable(mark, id_space);
@@ -178,47 +219,15 @@ fn write(mark: &Mark) -> Result<(), MarkError> {
     }
 }
 
-/// Writes `mark` to the state file, then logs it in WAL (flushed), and waits
-/// for the synchronous standbys as a commit would. A file error is returned
-/// before anything is logged; a wait that was cancelled, after the mark was
-/// logged here. Either way no ID may rely on the mark. A WAL error is raised
-/// as a PostgreSQL error.
-fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, MarkError> {
+/// Writes `mark` to the state file, then logs it in WAL (flushed). A file
+/// error is returned before anything is logged, and then no ID may rely on
+/// the mark; a WAL error is raised as a PostgreSQL error.
+fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, WriteError> {
     let started = Instant::now();
-    state_file::write_mark(mark, false, id_space).map_err(MarkError::File)?;
+    state_file::write_mark(mark, false, id_space)?;
     let written = Instant::now();
     let lsn = wal::log_mark(mark, id_space);
-    let times =
-        WriteTimes { file_micros: clock::micros(written - started), wal_micros: clock::micros(written.elapsed()) };
-    // A mark a promoted synchronous standby does not know could let it issue
-    // again an ID a bare SELECT handed out here.
-    wal::wait_for_synchronous_standbys(lsn).map_err(MarkError::NotReplicated)?;
-    Ok(times)
-}
-
-/// Why a mark was not made durable.
-#[derive(Debug)]
-enum MarkError {
-    File(WriteError),
-    NotReplicated(SyncWaitCancelled),
-}
-
-impl From<MarkError> for ErrorReport {
-    #[track_caller]
-    fn from(e: MarkError) -> ErrorReport {
-        match e {
-            MarkError::File(e) => ErrorReport::from(e),
-            MarkError::NotReplicated(SyncWaitCancelled) => error::new(
-                PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
-                "canceling the wait for the synchronous standbys to receive a snowflake_id mark",
-            )
-            .set_hint(
-                "A call that needs a new high-water mark waits for the standbys in synchronous_standby_names, as a \
-                 commit does. Check that they are connected, or set synchronous_commit to local for sessions that \
-                 may take IDs without them.",
-            ),
-        }
-    }
+    Ok(WriteTimes { file_micros: clock::micros(written - started), wal_micros: clock::micros(written.elapsed()), lsn })
 }
 
 /// The resource manager's redo function.
@@ -296,6 +305,14 @@ const WAIT_REPORT_INTERVAL: Duration = Duration::from_secs(10);
 fn record_replayed(mark: &Mark, id_space: u32) {
     let mut reported: Option<Instant> = None;
     while let Err(e) = state_file::write_mark(mark, false, id_space) {
+        // Single-user mode (and pg_rewind's recovery in it) cannot be asked
+        // to stop while waiting: fail there, as before.
+        // SAFETY: a flag set once at process start.
+        if !unsafe { pg_sys::IsUnderPostmaster } {
+            ErrorReport::from(e)
+                .set_detail("The replayed high-water mark must be recorded before recovery continues.")
+                .raise(PgLogLevel::ERROR);
+        }
         if reported.is_none_or(|at| at.elapsed() >= WAIT_REPORT_INTERVAL) {
             ErrorReport::from(e)
                 .set_detail(

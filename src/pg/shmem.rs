@@ -14,10 +14,9 @@
 //!   client or the log, and no PostgreSQL function that can raise an ERROR is
 //!   called while it is held.
 //! - The mark writer lock ([`MarkWriter`]) is held while one mark is made
-//!   durable (the state file, then WAL, then the wait for synchronous
-//!   standbys), so that marks reach the file in order. It is taken before the
-//!   state lock, never while holding it, and waited for in a way a cancel
-//!   request or statement_timeout can end.
+//!   durable (the state file, then WAL), so that marks reach the file in
+//!   order; never across a wait for synchronous standbys. It is taken before
+//!   the state lock, never while holding it.
 //! - The guard lock ([`guard`]) protects [`GuardState`], for one table lookup
 //!   or one clash record at a time; it is never held with either other lock,
 //!   nor across a report.
@@ -25,13 +24,13 @@
 //!   and by PostgreSQL itself when a process exits or aborts a transaction.
 
 use std::ptr;
-use std::time::Duration;
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
-use super::{clock, ffi, settings};
+use super::ffi;
+use super::settings;
 use crate::snowflake::generator::{Generator, Mark};
 use crate::snowflake::guard::Owners;
 use crate::snowflake::time::UnixMillis;
@@ -60,6 +59,10 @@ pub struct State {
     pub unknown: Option<Unknown>,
     /// The ID space the generator's mark belongs to (see the state file).
     pub id_space: u32,
+    /// The end of the WAL record of the durable mark this server wrote last
+    /// (0 when it resumed or replayed one since): what a session waits for
+    /// synchronous standbys to confirm before it hands out IDs below the mark.
+    pub mark_lsn: u64,
     /// Time spent making marks durable, for snowflake_status().
     pub wal_micros: u64,
     pub file_micros: u64,
@@ -68,11 +71,13 @@ pub struct State {
     last_report: UnixMillis,
 }
 
-/// How long making one mark durable took, in microseconds.
+/// A mark made durable: how long that took, in microseconds, and where its
+/// WAL record ends.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteTimes {
     pub wal_micros: u64,
     pub file_micros: u64,
+    pub lsn: u64,
 }
 
 /// A clock step back to put in the server log.
@@ -87,6 +92,7 @@ impl State {
             generator,
             unknown,
             id_space,
+            mark_lsn: 0,
             wal_micros: 0,
             file_micros: 0,
             reported_step_backs: 0,
@@ -97,6 +103,7 @@ impl State {
     /// Records a mark made durable, and how long that took.
     pub fn mark_written(&mut self, mark: Mark, times: WriteTimes) {
         self.generator.mark_written(mark);
+        self.mark_lsn = times.lsn;
         self.wal_micros += times.wal_micros;
         self.file_micros += times.file_micros;
     }
@@ -105,6 +112,7 @@ impl State {
     /// unknown before.
     pub fn floor_written(&mut self, floor: Mark, times: WriteTimes) {
         self.generator.floor_written(floor);
+        self.mark_lsn = times.lsn;
         self.unknown = None;
         self.wal_micros += times.wal_micros;
         self.file_micros += times.file_micros;
@@ -349,18 +357,11 @@ pub struct MarkWriter {
 }
 
 impl MarkWriter {
-    /// Waits for the lock, serving cancel requests and timeouts meanwhile:
-    /// its holder may wait for synchronous standbys, and a wait in
-    /// LWLockAcquire could not be cancelled. Taken about once a second, so
-    /// trying every millisecond costs nothing that matters.
     pub fn acquire() -> MarkWriter {
         // SAFETY: the segment is initialised (see `segment`).
         let lock = unsafe { (*segment()).writer };
         // SAFETY: as for the state lock; taken before it, never while holding it.
-        while !unsafe { ffi::lwlock_try_acquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) } {
-            pgrx::check_for_interrupts!();
-            clock::nap(Duration::from_millis(1));
-        }
+        unsafe { ffi::lwlock_acquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
         MarkWriter { lock }
     }
 }

@@ -97,7 +97,7 @@ unsafe fn call_previous(hook: unsafe extern "C-unwind" fn()) {
 fn initial_state() -> State {
     let config = settings::config();
     let path = settings::state_path();
-    if is_pg_upgrades_new_cluster() {
+    if is_pg_upgrades_new_cluster(path) {
         note_pg_upgrade();
     }
     let file = state_file::read().unwrap_or_else(|e| ErrorReport::from(e).raise(PgLogLevel::FATAL));
@@ -257,9 +257,15 @@ fn new_generator(config: &Config, resume: Option<Mark>, path: &'static Path) -> 
 /// a crash means making it again). A `pg_upgrade_output.d` directory tells
 /// nothing: `--retain`, and any failed run or `--check`, leave one behind in
 /// a cluster that may later be upgraded from.
-fn is_pg_upgrades_new_cluster() -> bool {
+///
+/// In binary-upgrade mode without a state file, the mark is unknown either
+/// way (a new cluster, or an old one whose file is gone), so that case counts
+/// too: the cost of a mistake is a refusal with a hint, not a repeated ID.
+fn is_pg_upgrades_new_cluster(path: &Path) -> bool {
     // SAFETY: set from the command line before libraries load, then only read.
-    unsafe { pg_sys::IsBinaryUpgrade && !pg_sys::enableFsync && !pg_sys::fullPageWrites }
+    let (binary_upgrade, fsync, full_page_writes) =
+        unsafe { (pg_sys::IsBinaryUpgrade, pg_sys::enableFsync, pg_sys::fullPageWrites) };
+    binary_upgrade && ((!fsync && !full_page_writes) || !path.exists())
 }
 
 /// In pg_upgrade's new cluster, the old cluster's state file has not been

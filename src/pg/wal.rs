@@ -100,38 +100,74 @@ pub fn log_mark(mark: &Mark, id_space: u32) -> pg_sys::XLogRecPtr {
 #[derive(Debug)]
 pub struct SyncWaitCancelled;
 
-/// Waits until the synchronous standbys have flushed WAL up to `lsn`, as a
-/// commit waits, when `synchronous_standby_names` is set and the session's
-/// `synchronous_commit` asks for a standby (`remote_write` waits for the
-/// standbys' write only). Returns at once otherwise. A cancel request,
-/// statement_timeout or termination ends the wait as it ends a commit's,
-/// with PostgreSQL's WARNING; unlike a commit, the mark then counts as not
-/// made, so that no ID relies on it.
+/// The standbys' confirmed position this session's `synchronous_commit`
+/// waits for (their write for `remote_write`, else their flush), when it
+/// asks for synchronous standbys and `synchronous_standby_names` names some.
+#[inline]
+fn sync_mode() -> Option<usize> {
+    use pg_sys::SyncCommitLevel::{SYNCHRONOUS_COMMIT_LOCAL_FLUSH, SYNCHRONOUS_COMMIT_REMOTE_WRITE};
+    // SAFETY: this backend's settings, read in its main thread.
+    unsafe {
+        let level = pg_sys::synchronous_commit as u32;
+        let names = pg_sys::SyncRepStandbyNames;
+        if level <= SYNCHRONOUS_COMMIT_LOCAL_FLUSH || pg_sys::max_wal_senders == 0 || names.is_null() || *names == 0 {
+            return None;
+        }
+        Some(if level == SYNCHRONOUS_COMMIT_REMOTE_WRITE {
+            pg_sys::SYNC_REP_WAIT_WRITE as usize
+        } else {
+            pg_sys::SYNC_REP_WAIT_FLUSH as usize
+        })
+    }
+}
+
+/// Whether the synchronous standbys have confirmed WAL up to `lsn` (for
+/// `mode`).
+fn confirmed(lsn: pg_sys::XLogRecPtr, mode: usize) -> bool {
+    // SAFETY: WalSndCtl lives in shared memory for the server's life; an
+    // XLogRecPtr is read whole on the platforms PostgreSQL supports, and the
+    // position only grows.
+    unsafe { std::ptr::read_volatile(&raw const (*pg_sys::WalSndCtl).lsn[mode]) >= lsn }
+}
+
+/// Waits, as a commit would, until the synchronous standbys have WAL up to
+/// `lsn` (the record of the mark the caller's IDs rely on), when this
+/// session's `synchronous_commit` asks for synchronous standbys. The mark is
+/// shared, and may have been written by a session that did not ask, so every
+/// session that asks checks before it hands out IDs; the check is a few
+/// reads, and the wait happens about once per mark. A cancel request,
+/// statement_timeout or termination ends the wait as it ends a commit's, with
+/// PostgreSQL's WARNING; the caller then hands out nothing.
+#[inline]
 pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), SyncWaitCancelled> {
-    // SAFETY: called in a backend with a PGPROC, outside any critical
-    // section; pgrx's binding traps an ERROR.
-    unsafe { pg_sys::SyncRepWaitForLSN(lsn, false) };
-    // PostgreSQL clears the cancel request it served, not InterruptPending,
-    // and leaves a termination request for the next interrupt check.
+    let Some(mode) = sync_mode() else { return Ok(()) };
+    if lsn == 0 || confirmed(lsn, mode) {
+        return Ok(());
+    }
+    // SAFETY: a backend with a PGPROC, outside any critical section, holding
+    // interrupts as a commit does (PostgreSQL asserts it); the wait itself
+    // serves cancel and termination requests. pgrx's binding traps an ERROR.
+    unsafe {
+        pg_sys::InterruptHoldoffCount += 1;
+        pg_sys::SyncRepWaitForLSN(lsn, false);
+        pg_sys::InterruptHoldoffCount -= 1;
+    }
+    if confirmed(lsn, mode) {
+        return Ok(());
+    }
+    // Not confirmed: the wait was cancelled, or PostgreSQL did not wait (its
+    // shared view of synchronous_standby_names, which the checkpointer
+    // updates after a reload, names none yet). A cancel leaves InterruptPending
+    // set, a termination ProcDiePending.
     // SAFETY: flags of this process, set by signal handlers.
     let interrupted = unsafe {
         std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0
             || std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0
     };
-    if !interrupted {
-        return Ok(()); // reached, or no synchronous standby was asked for
-    }
-    // Interrupted, perhaps after the standbys replied: the released position
-    // tells. (For remote_write the flush position is a cautious stand-in: it
-    // lies at or below the write position.)
-    // SAFETY: WalSndCtl lives in shared memory for the server's life; an
-    // XLogRecPtr is read whole on the platforms PostgreSQL supports.
-    let flushed =
-        unsafe { std::ptr::read_volatile(&raw const (*pg_sys::WalSndCtl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize]) };
-    if flushed >= lsn {
-        Ok(())
-    } else {
+    if interrupted {
         Err(SyncWaitCancelled)
+    } else {
+        Ok(())
     }
 }
 

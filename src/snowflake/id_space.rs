@@ -99,6 +99,9 @@ pub enum FloorError {
     /// No ID of this node, in the ID's era, lies above it (a layout with a
     /// node field above the timestamp, and the ID's node number higher).
     Unreachable,
+    /// The layout's clock_back field lies below its timestamp: IDs of a
+    /// later era are not all greater, so no era keeps every later ID above.
+    ErasInterleave,
 }
 
 /// The mark from which `node` issues only IDs greater than `id`, an ID of
@@ -123,6 +126,9 @@ pub enum FloorError {
 /// ```
 pub fn floor_above(codec: &Codec, node: Node, id: i64) -> Result<(Mark, Decoded), FloorError> {
     let decoded = codec.decode(id).map_err(FloorError::Invalid)?;
+    if codec.layout.field(Field::ClockBack).is_some() && !eras_on_top(&codec.layout) {
+        return Err(FloorError::ErasInterleave);
+    }
     let clock_back = decoded.clock_back.unwrap_or(0);
     let t = codec.template(node);
     // `id` is not negative: one more fits in u64.
@@ -338,6 +344,9 @@ mod tests {
         let node_on_top = codec("worker:4,timestamp:40,sequence:19", EPOCH, 1);
         let theirs = node_on_top.template(Node { datacenter: 0, worker: 8 }).encode(5, 0);
         assert_eq!(floor_above(&node_on_top, NODE, theirs).unwrap_err(), FloorError::Unreachable);
+        // Eras below the timestamp: no era keeps later IDs above.
+        let below = codec("timestamp:39,clock_back:2,datacenter:5,worker:5,sequence:12", EPOCH, 1);
+        assert_eq!(floor_above(&below, NODE, 1 << 40).unwrap_err(), FloorError::ErasInterleave);
         // The era of the ID is kept.
         let with_cb = codec("clock_back:2,timestamp:39,datacenter:5,worker:5,sequence:12", EPOCH, 1);
         let id = with_cb.template(NODE).encode(1 << 20, 2);
