@@ -280,7 +280,8 @@ fn note_pg_upgrade() {
                      copied into it; that cluster may have issued IDs ahead of the clock"
             .to_string(),
         Ok(Some(StateFile::Mark(_))) | Err(_) => {
-            let kept = state_file::keep_copy("before-pg_upgrade").expect("a state file is there");
+            // The file was just read; were it gone now, there would be nothing to keep.
+            let kept = state_file::keep_copy("before-pg_upgrade").unwrap_or_default();
             format!(
                 "pg_upgrade created this cluster, and a state file was already here when pg_upgrade first started \
                  it, kept as \"{}\"; it may be this cluster's own from before the upgrade, which is no floor for \
