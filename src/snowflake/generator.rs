@@ -364,10 +364,10 @@ impl Generator {
         if self.covers(&mark) {
             return Ok(false);
         }
-        self.advance_to(mark);
         // Unlike a mark this generator wrote, IDs below a replayed one may
         // all have been issued (by the primary, or before the crash).
-        self.next = self.next.max(mark.position);
+        self.advance_to(mark);
+        self.skip_below(mark);
         self.stats.marks_replayed += 1;
         Ok(true)
     }
@@ -382,9 +382,7 @@ impl Generator {
         if !self.covers(&floor) {
             return Ok(true);
         }
-        if floor.clock_back == self.clock_back {
-            self.next = self.next.max(floor.position);
-        }
+        self.skip_below(floor);
         Ok(false)
     }
 
@@ -392,10 +390,16 @@ impl Generator {
     /// it counts as issued.
     pub fn floor_written(&mut self, floor: Mark) {
         self.advance_to(floor);
-        if floor.clock_back == self.clock_back {
-            self.next = self.next.max(floor.position);
-        }
+        self.skip_below(floor);
         self.stats.marks_written += 1;
+    }
+
+    /// Counts every position of the current era below `mark` as issued; a
+    /// mark of an earlier era says nothing about this one.
+    fn skip_below(&mut self, mark: Mark) {
+        if mark.clock_back == self.clock_back {
+            self.next = self.next.max(mark.position);
+        }
     }
 
     /// Continues from `mark` of a new ID space (replayed from WAL after a DBA
