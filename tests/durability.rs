@@ -75,7 +75,7 @@ fn a_backend_killed_during_generation_does_not_repeat_ids() {
 }
 
 #[test]
-fn corrupt_and_unreadable_state_files_stop_the_server() {
+fn corrupt_and_unreadable_state_files_refuse_ids_and_keep_the_server_up() {
     let c = Cluster::new("statefile", &[]);
     c.start();
     let before: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
@@ -90,26 +90,42 @@ fn corrupt_and_unreadable_state_files_stop_the_server() {
         ("edited", edited.into_bytes(), "is corrupt"),
         ("empty", Vec::new(), "is corrupt"),
     ];
+    // Generator state never keeps the server down: it starts, serves reads,
+    // and refuses each ID call (55000) until the file is repaired or a floor raised.
+    let refuses_ids = |name: &str| {
+        let e = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+        let (code, message, hint) = db_error(&e);
+        assert_eq!(code, "55000", "{name}: {message}");
+        assert!(message.contains("the high-water mark of this data directory is unknown"), "{name}: {message}");
+        assert!(hint.contains("snowflake_raise_floor(max(id))"), "{name}: {hint}");
+        let one: i32 = c.one("SELECT 1");
+        assert_eq!(one, 1);
+    };
     for (name, contents, says) in cases {
         c.write_data_file("snowflake_id.state", &contents);
         let log_before = c.log().len();
-        assert!(c.try_start().is_err(), "{name}: the server started");
+        c.start();
         let log = c.log()[log_before..].to_string();
-        assert!(log.contains("FATAL:  snowflake_id state file") && log.contains(says), "{name}:\n{log}");
+        assert!(log.contains("WARNING:  snowflake_id state file") && log.contains(says), "{name}:\n{log}");
         assert!(log.contains("HINT:  The file holds the floor above which this server continues"), "{name}:\n{log}");
         assert!(log.contains("An older copy (from a backup) is no floor"), "{name}:\n{log}");
+        refuses_ids(name);
+        c.stop();
+        assert_eq!(std::fs::read(c.state_file()).unwrap(), contents, "{name}: a clean stop leaves the file alone");
     }
 
     c.write_data_file("snowflake_id.state", &good);
     let chmod = c.run_program("chmod", &["000", c.state_file().to_str().unwrap()]);
     assert!(chmod.status.success());
     let log_before = c.log().len();
-    assert!(c.try_start().is_err(), "unreadable: the server started");
+    c.start();
     let log = c.log()[log_before..].to_string();
     assert!(
-        log.contains("FATAL:  could not read snowflake_id state file") && log.contains("Permission denied"),
+        log.contains("WARNING:  could not read snowflake_id state file") && log.contains("Permission denied"),
         "{log}"
     );
+    refuses_ids("unreadable");
+    c.stop();
 
     let chmod = c.run_program("chmod", &["600", c.state_file().to_str().unwrap()]);
     assert!(chmod.status.success());
@@ -188,10 +204,15 @@ fn removing_the_clock_back_field_after_a_step_back_says_what_happened() {
     c.stop();
     c.set("snowflake_id.layout = 'timestamp:41,datacenter:5,worker:5,sequence:12'");
     let log_before = c.log().len();
-    assert!(c.try_start().is_err(), "started without the clock_back field");
+    c.start();
     let log = c.log()[log_before..].to_string();
-    // Era 1 of the old layout lies above every ID the new one reaches for years.
-    assert!(log.contains("FATAL:  snowflake_id settings changed since the state file was written"), "{log}");
+    // Era 1 of the old layout lies above every ID the new one reaches for years:
+    // the server starts, and each call is refused until then.
+    assert!(log.contains("WARNING:  snowflake_id settings changed since the state file was written"), "{log}");
+    let e = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, _) = db_error(&e);
+    assert_eq!(code, "55000", "{message}");
+    assert!(message.starts_with("cannot generate snowflake IDs before"), "{message}");
     assert!(log.contains("Changed: snowflake_id.layout (clock_back:2,timestamp:39,"), "{log}");
     assert!(log.contains("days from now"), "{log}");
     assert!(log.contains("HINT:  Set the old values again"), "{log}");

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::{Duration, SystemTime};
+
 use common::{db_error, Cluster};
 
 const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), side text)";
@@ -55,8 +57,13 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     assert!(first > ahead_max);
     // In WAL at once: the standby replays the floor itself, before any ID needs a mark.
     standby.wait_for_replay_of(&primary);
-    let mark = "SELECT high_water_mark::text FROM snowflake_status()";
-    assert_eq!(standby.one::<String>(mark), primary.one::<String>(mark), "the standby has the floor");
+    // Carried to the standby's own number: at the primary's mark, or the tick
+    // after it where its lower number would not pass the primary's IDs.
+    let mark = "SELECT high_water_mark FROM snowflake_status()";
+    let (on_standby, on_primary): (Option<SystemTime>, Option<SystemTime>) = (standby.one(mark), primary.one(mark));
+    let (on_standby, on_primary) = (on_standby.expect("a mark"), on_primary.expect("a mark"));
+    assert!(on_standby >= on_primary, "the standby has the floor: {on_standby:?} below {on_primary:?}");
+    assert!(on_standby <= on_primary + Duration::from_millis(1), "{on_standby:?} beyond {on_primary:?}");
     let at_floor: bool =
         primary.one(&format!("SELECT high_water_mark >= snowflake_timestamp({ahead_max}) FROM snowflake_status()"));
     assert!(at_floor);
@@ -64,11 +71,23 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     let (raised_min, raised_max) = side_min_max(&primary, "raised");
     assert!(raised_min > ahead_max, "{raised_min} after {ahead_max}");
     assert!(raised_min >= first);
-    // A floor below the mark changes nothing.
-    let lower: i64 = primary.one("SELECT snowflake_raise_floor(min(id)) FROM t");
-    assert!(lower < raised_max);
+    // A floor below the mark changes nothing, and says so truly: it returns
+    // the smallest ID this server may issue next, above every ID it issued.
+    for low in ["SELECT snowflake_raise_floor(min(id)) FROM t", "SELECT snowflake_raise_floor(1)"] {
+        let returned: i64 = primary.one(low);
+        assert!(returned > raised_max, "raise_floor({low}) returned {returned}, below the issued {raised_max}");
+        let next: i64 = primary.one("SELECT snowflake_next_id()");
+        assert!(next >= returned, "raise_floor({low}) returned {returned}, then the next ID was {next}");
+    }
     let next: i64 = primary.one("SELECT snowflake_next_id()");
     assert!(next > raised_max);
+    // The largest ID of the layout ends its range: no floor, and the detail says why.
+    let e = primary.connect().query_one("SELECT snowflake_raise_floor(9223372036854775807)", &[]).unwrap_err();
+    let db = e.as_db_error().unwrap();
+    assert_eq!(db.code().code(), "22023", "{e}");
+    let detail = db.detail().unwrap_or_default();
+    assert!(detail.contains("before the layout's time range ends"), "{detail}");
+    assert!(!detail.contains("node field above the timestamp"), "the default layout has none: {detail}");
 
     // The floor is in WAL and in the file: the standby, promoted, continues above it.
     standby.wait_for_replay_of(&primary);

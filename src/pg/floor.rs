@@ -16,8 +16,9 @@ use super::{clock, ffi, marks, settings};
 use crate::snowflake::id_space::{self, FloorError};
 
 /// Makes every ID this server issues from now on greater than `id`, an ID of
-/// this server's settings issued by any node, and returns the first ID at the
-/// new floor. Not granted to PUBLIC.
+/// this server's settings issued by any node, and returns the smallest ID it
+/// may issue next: above `id`, and above every ID it issued before. Not
+/// granted to PUBLIC.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_raise_floor(id: i64) -> i64 {
     if ffi::recovery_in_progress() {
@@ -51,8 +52,8 @@ fn snowflake_raise_floor(id: i64) -> i64 {
         )
         .raise(PgLogLevel::ERROR);
     }
-    marks::raise_floor(floor);
-    config.codec.template(config.node).encode(floor.position, floor.clock_back)
+    let next = marks::raise_floor(floor);
+    config.codec.template(config.node).encode(next.position, next.clock_back)
 }
 
 fn refuse(id: i64, e: FloorError) -> ! {
@@ -67,10 +68,18 @@ fn refuse(id: i64, e: FloorError) -> ! {
                 .to_string(),
             "Such a layout cannot take a floor: wait until the clock passes the ID instead.",
         ),
-        FloorError::Unreachable => (
+        FloorError::NodeAbove => (
             "The layout puts a node field above the timestamp, and no ID of this server's node number lies above it."
                 .to_string(),
             "Give an ID of this server's own node number.",
+        ),
+        FloorError::RangeEnd => (
+            format!(
+                "No ID of this server's layout ({}) lies above it before the layout's time range ends, so nothing \
+                 could be issued after such a floor.",
+                settings::config().codec.layout
+            ),
+            "Give the largest ID this server's tables actually hold, such as max(id) of a table it fills.",
         ),
     };
     error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("cannot raise the snowflake ID floor to {id}"))

@@ -6,7 +6,7 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
-use super::marks::OTHER_SETTINGS_HINT;
+use super::marks::{changed_settings_hint, OTHER_SETTINGS_HINT};
 use super::shmem::{self, MarkWriter, StepBackReport, Unknown};
 use super::timestamp::last_instant;
 use super::{clock, ffi, marks, settings, state_file};
@@ -118,13 +118,16 @@ pub fn reserve(want: u64) -> Block {
         let drift = time.ticks_in(settings::max_drift_ms());
         let (result, now_ms, now, step_back, mark_lsn) = {
             let mut state = shmem::lock();
-            if let Some(why) = state.unknown {
-                drop(state);
-                refuse_unknown_mark(why);
-            }
             // Read the clock under the lock, so that readings reach the
             // generator in order and a slow backend is not taken for a step back.
             let now_ms = clock::now();
+            if let Some(why) = state.unknown {
+                if why.refuses_at(now_ms) {
+                    drop(state);
+                    refuse_unknown_mark(why);
+                }
+                state.unknown = None;
+            }
             let now = time.tick_of(now_ms);
             let result = state.generator.reserve(now, want, drift);
             (result, now_ms, now, state.take_step_back_report(now_ms), state.mark_lsn)
@@ -299,9 +302,28 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
         Unknown::OtherSettings => refused
             .set_detail(
                 "The last mark this server replayed or resumed from was made under other snowflake_id settings \
-                 (layout, epoch or tick_ms), and cannot be carried to this server's.",
+                 (layout, epoch, tick_ms or node number), and cannot be carried to this server's.",
             )
             .set_hint(OTHER_SETTINGS_HINT),
+        Unknown::NotBefore(from) => error::new(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "cannot generate snowflake IDs before {}: the settings changed since the state file was written",
+                UnixMillis(from.0.saturating_add(MARK_WINDOW_MS as i64))
+            ),
+        )
+        .set_detail(
+            "Under the new snowflake_id settings, IDs pass those already issued only from that instant; earlier \
+             ones would fall below them.",
+        )
+        .set_hint(changed_settings_hint(", or wait: calls succeed from that instant on, without a restart")),
+        Unknown::Unreadable => refused
+            .set_detail("The state file could not be read when the server started (the server log says why).")
+            .set_hint(
+                "Repair the state file and restart (an older copy from a backup is no floor), or, as a superuser, \
+                 raise the floor above every ID this server issued: SELECT snowflake_raise_floor(max(id)) FROM each \
+                 table that holds them.",
+            ),
     }
     .raise(PgLogLevel::ERROR)
 }

@@ -60,7 +60,7 @@ use pgrx::PgLogLevel;
 use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
-use super::{clock, ffi, settings, wal};
+use super::{clock, ffi, new_space, settings, wal};
 use crate::snowflake::codec::Codec;
 use crate::snowflake::generator::Mark;
 use crate::snowflake::id_space::{self, CarryError};
@@ -87,7 +87,18 @@ fn v1_layout() -> Option<Layout> {
 /// What a DBA does about a mark made under other settings.
 pub const OTHER_SETTINGS_HINT: &str = "Give this server the snowflake_id.layout, epoch and tick_ms its marks were \
      made under (a standby: its primary's) and restart it; on a standby, a replayed mark it can carry ends this \
-     too. To abandon the IDs issued so far instead, start a new ID space (see the README).";
+     too. Or, as a superuser, raise the floor above every ID issued: SELECT snowflake_raise_floor(max(id)) FROM each \
+     table that holds them. To abandon the IDs issued so far instead, start a new ID space (see the README).";
+
+/// The ways out of a settings change the generator cannot continue across
+/// yet; `wait_hint` adds waiting where that ends it.
+pub fn changed_settings_hint(wait_hint: &str) -> String {
+    format!(
+        "Set the old values again and restart{wait_hint}. If no table holds IDs of this server from before the \
+         change, start a new ID space: stop the server cleanly, create the file \"{}\" and start it.",
+        new_space::signal_path().display()
+    )
+}
 
 /// Makes a mark durable that no ID can do without; on failure nothing was
 /// issued beyond the old mark, and the call fails. The caller holds `_writer`
@@ -131,8 +142,11 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
 /// (a standby that started from a good file and then replayed a mark it
 /// could not carry). On failure nothing changed, and the call fails. Then,
 /// as for IDs, waits for the synchronous standbys if the session asks for them.
-pub fn raise_floor(floor: Mark) {
-    let lsn = {
+///
+/// Returns where the generator continues: no ID below it is issued from now
+/// on, and none at or above it was issued before.
+pub fn raise_floor(floor: Mark) -> Mark {
+    let (lsn, next) = {
         let _writer = MarkWriter::acquire();
         // Read first: a guard in a match's scrutinee would be held through its arms.
         let needed = {
@@ -146,7 +160,7 @@ pub fn raise_floor(floor: Mark) {
             })
         };
         let floor = match needed {
-            Ok(None) => return,
+            Ok(None) => return shmem::read().generator.resume_point(),
             Ok(Some(floor)) => floor,
             // The floor is in the era of an ID of this layout: always within it.
             Err(e) => error::new(
@@ -164,14 +178,16 @@ pub fn raise_floor(floor: Mark) {
                 .set_detail("The floor was not raised: IDs continue as before.")
                 .raise(PgLogLevel::ERROR)
         });
-        shmem::lock().floor_written(floor, times);
-        times.lsn
+        let mut state = shmem::lock();
+        state.floor_written(floor, times);
+        (times.lsn, state.generator.resume_point())
     };
     if wal::wait_for_synchronous_standbys(lsn).is_err() {
         not_replicated()
             .set_detail("The floor is in force on this server; the synchronous standbys may not have it yet.")
             .raise(PgLogLevel::ERROR);
     }
+    next
 }
 
 /// Waits until the synchronous standbys know the mark (its WAL record ends at
@@ -256,7 +272,7 @@ fn replay(wal_mark: &WalMark) {
     // `Err(None)`: a 0.3.0 record whose layout this server does not know.
     let carried = wal_mark.codec(v1_layout()).ok_or(None).and_then(|made_under| {
         let mark = wal_mark.mark.to_mark(&made_under);
-        id_space::carry(&made_under, &mark, &config.codec, config.node).map_err(Some)
+        id_space::carry(&made_under, wal_mark.node, &mark, &config.codec, config.node).map_err(Some)
     });
     let outcome = {
         let mut state = shmem::lock();
@@ -269,8 +285,11 @@ fn replay(wal_mark: &WalMark) {
                 };
                 match moved {
                     Ok(moved) => {
-                        // A replayed mark is a floor this server can continue from.
-                        state.unknown = None;
+                        // A replayed mark is a floor this server can continue
+                        // from; a settings change still waits for its instant.
+                        if !matches!(state.unknown, Some(Unknown::NotBefore(_))) {
+                            state.unknown = None;
+                        }
                         state.id_space = wal_mark.id_space;
                         Ok(moved.then(|| (state.generator.mark(), state.id_space)))
                     }

@@ -47,9 +47,24 @@ pub enum Unknown {
     /// pg_upgrade made the data directory, and the old cluster's state file
     /// was not brought over.
     Upgrade,
-    /// A standby holds a mark made under other ID settings that it cannot
-    /// carry to its own; a replayed mark it can carry ends this.
+    /// The mark was made under other ID settings (layout, epoch, tick or
+    /// node) and cannot be carried to this server's; on a standby, a
+    /// replayed mark it can carry ends this, and a floor ends it anywhere.
     OtherSettings,
+    /// The settings changed, and IDs of the new ones pass those already
+    /// issued only from this instant on (less a mark's window): calls
+    /// succeed from then on.
+    NotBefore(UnixMillis),
+    /// The state file could not be read, or contradicts its own layout; a
+    /// floor ends this.
+    Unreadable,
+}
+
+impl Unknown {
+    /// Whether this still stops a call at the wall-clock instant `now`.
+    pub fn refuses_at(self, now: UnixMillis) -> bool {
+        !matches!(self, Unknown::NotBefore(from) if now.0 >= from.0)
+    }
 }
 
 /// The generator state every backend shares.

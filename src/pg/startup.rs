@@ -28,7 +28,7 @@ use pgrx::PgLogLevel;
 
 use super::control::{self, LastStop};
 use super::error::{self, os_message, ErrorReport, Raise};
-use super::marks::{self, carry_failure, describe};
+use super::marks::{self, carry_failure, changed_settings_hint, describe};
 use super::shmem::{self, State, Unknown};
 use super::{clock, new_space, settings, state_file};
 use crate::snowflake::codec::{Codec, Node};
@@ -36,7 +36,7 @@ use crate::snowflake::config::{sentence, Config};
 use crate::snowflake::generator::{window_ticks, Generator, Mark, MARK_WINDOW_MS};
 use crate::snowflake::id_space::{self, CarryError};
 use crate::snowflake::state_file::{StateFile, StateFileError};
-use crate::snowflake::time::span;
+use crate::snowflake::time::{span, UnixMillis};
 
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
@@ -100,7 +100,13 @@ fn initial_state() -> State {
     if is_pg_upgrades_new_cluster(path) {
         note_pg_upgrade();
     }
-    let file = state_file::read().unwrap_or_else(|e| ErrorReport::from(e).raise(PgLogLevel::FATAL));
+    let file = match state_file::read() {
+        Ok(file) => file,
+        Err(e) => {
+            ErrorReport::from(e).report(PgLogLevel::WARNING);
+            return State::new(fresh_generator(config), Some(Unknown::Unreadable), 0);
+        }
+    };
     marks::set_v1_layout(None);
     // SAFETY: postmaster memory, written only here, in its main thread.
     let first_start = unsafe {
@@ -111,7 +117,7 @@ fn initial_state() -> State {
     // Only when the server starts: after a backend crash the step is no one's request.
     if first_start && new_space::requested() {
         let number = new_space::start(file.as_ref());
-        return State::new(new_generator(config, None, path), None, number);
+        return State::new(fresh_generator(config), None, number);
     }
     let record = match file {
         None => {
@@ -120,7 +126,7 @@ fn initial_state() -> State {
                 format!("snowflake_id has no state file \"{}\": it starts at the system clock", path.display()),
             )
             .report(PgLogLevel::LOG);
-            return State::new(new_generator(config, None, path), None, 0);
+            return State::new(fresh_generator(config), None, 0);
         }
         Some(StateFile::Unknown { reason }) => {
             error::new(
@@ -130,37 +136,65 @@ fn initial_state() -> State {
             .set_detail(sentence(&reason))
             .set_hint(state_file::unknown_mark_hint(path))
             .report(PgLogLevel::WARNING);
-            return State::new(new_generator(config, None, path), Some(Unknown::Upgrade), 0);
+            return State::new(fresh_generator(config), Some(Unknown::Upgrade), 0);
         }
         Some(StateFile::Mark(record)) => record,
     };
-    let node = record.changed_node(config.node);
-    if !node.is_empty() {
-        report_new_node(&node, record.node, config.node);
-    }
     let (made_under, recorded) = match record.codec() {
         Ok(codec) => {
             marks::set_v1_layout(Some(codec.layout));
             (codec, record.mark.to_mark(&codec))
         }
-        Err(why) => ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) })
-            .raise(PgLogLevel::FATAL),
+        Err(why) => {
+            ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) })
+                .report(PgLogLevel::WARNING);
+            return State::new(fresh_generator(config), Some(Unknown::Unreadable), 0);
+        }
     };
-    let changed = record.changed_scale(&config.codec);
+    let mut changed = record.changed_scale(&config.codec);
+    // A node change alone has its own warning when it is carried at once.
+    let only_node = changed.is_empty();
+    let node = record.changed_node(config.node);
+    if !node.is_empty() {
+        report_new_node(&node, record.node, config.node);
+        changed.extend(node);
+    }
+    // Generator state never stops the server (nor its re-initialisation after
+    // a crash): what cannot be carried now is refused per call instead.
+    let mut unknown = None;
     let mark = if changed.is_empty() {
         recorded
     } else {
-        match carry_to_new_settings(&made_under, &recorded, &changed) {
+        match carry_to_new_settings(&made_under, record.node, &recorded, &changed, only_node) {
             Ok(mark) => mark,
             // A standby follows its primary: a replayed mark it can carry ends this.
-            Err(refusal) if control::starts_as_standby() => {
+            Err((_, refusal)) if control::starts_as_standby() => {
                 refusal.report(PgLogLevel::WARNING);
-                return State::new(new_generator(config, None, path), Some(Unknown::OtherSettings), record.id_space);
+                return State::new(fresh_generator(config), Some(Unknown::OtherSettings), record.id_space);
             }
-            Err(refusal) => refusal.raise(PgLogLevel::FATAL),
+            Err((Some((mark, from)), refusal)) => {
+                refusal.report(PgLogLevel::WARNING);
+                unknown = Some(Unknown::NotBefore(from));
+                mark
+            }
+            Err((None, refusal)) => {
+                refusal.report(PgLogLevel::WARNING);
+                return State::new(fresh_generator(config), Some(Unknown::OtherSettings), record.id_space);
+            }
         }
     };
-    let generator = new_generator(config, Some(mark), path);
+    let resumed = Generator::new(config.codec.template(config.node), window_ticks(&config.codec.time), Some(mark));
+    let generator = match resumed {
+        Ok(generator) => generator,
+        Err(e) => {
+            // A mark is carried to these settings within their clock_back
+            // field: only a file that breaks its own layout gets here.
+            let why = format!("it records clock_back {} under a layout that holds at most {}", e.recorded, e.max);
+            ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) })
+                .report(PgLogLevel::WARNING);
+            return State::new(fresh_generator(config), Some(Unknown::Unreadable), record.id_space);
+        }
+    };
     error::new(
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
         format!(
@@ -171,84 +205,105 @@ fn initial_state() -> State {
         ),
     )
     .report(PgLogLevel::LOG);
-    State::new(generator, None, record.id_space)
+    State::new(generator, unknown, record.id_space)
 }
 
-/// The mark a data directory continues from after its layout, epoch or tick
-/// changed (`changed` names them): above every ID issued under the old
-/// settings, and within a mark's window of the clock, as after a crash.
-/// Otherwise the report that refuses the start: how far behind the new
-/// settings are, and the ways out.
-fn carry_to_new_settings(made_under: &Codec, recorded: &Mark, changed: &[String]) -> Result<Mark, Box<ErrorReport>> {
+/// Why a data directory whose settings changed cannot continue at once: the
+/// mark carried to the new settings and the instant from which calls may use
+/// it (`None` when no mark of the new settings lies above the old IDs), and
+/// the report that says so.
+type NotNow = (Option<(Mark, UnixMillis)>, Box<ErrorReport>);
+
+/// The mark a data directory continues from after its layout, epoch, tick or
+/// node number changed (`changed` names them): above every ID issued under
+/// the old settings, and within a mark's window of the clock, as after a
+/// crash. Otherwise the carried mark, if any, with the instant calls may use
+/// it from, and the report that says how far off that is and the ways out.
+fn carry_to_new_settings(
+    made_under: &Codec,
+    old_node: Node,
+    recorded: &Mark,
+    changed: &[String],
+    only_node: bool,
+) -> Result<Mark, NotNow> {
     let config = settings::config();
     let changed = changed.join(", ");
-    let carried = id_space::carry(made_under, recorded, &config.codec, config.node);
+    let carried = id_space::carry(made_under, old_node, recorded, &config.codec, config.node);
     let starts =
         carried.ok().and_then(|m| config.codec.instant_of(config.codec.template(config.node).tick_of(m.position)));
     let now = clock::now();
-    let (detail, wait_hint) = match (carried, starts) {
-        (Ok(mark), Some(starts)) if starts.0 <= now.0.saturating_add(MARK_WINDOW_MS as i64) => {
-            error::new(
-                PgSqlErrorCode::ERRCODE_WARNING,
-                "snowflake_id settings changed since the state file was written",
-            )
-            .set_detail(format!(
-                "Changed: {changed}. IDs continue above every ID issued under the old settings, from {starts}."
-            ))
-            .report(PgLogLevel::WARNING);
+    let window = MARK_WINDOW_MS as i64;
+    // Where the old IDs had got to: a restart continues there (a bulk call
+    // may have run them ahead of the clock), so only the distance the change
+    // itself adds counts, as much as a mark's window or one new tick.
+    let resumed = made_under.instant_of(made_under.template(old_node).tick_of(recorded.position));
+    let base = resumed.map_or(now.0, |r| r.0.max(now.0));
+    let slack = window.max(i64::from(config.codec.time.tick_ms()));
+    let (detail, later, wait_hint) = match (carried, starts) {
+        (Ok(mark), Some(starts)) if starts.0 <= base.saturating_add(slack) => {
+            if !only_node {
+                error::new(
+                    PgSqlErrorCode::ERRCODE_WARNING,
+                    "snowflake_id settings changed since the state file was written",
+                )
+                .set_detail(format!(
+                    "Changed: {changed}. IDs continue above every ID issued under the old settings, from {starts}."
+                ))
+                .report(PgLogLevel::WARNING);
+            }
             return Ok(mark);
         }
-        (Ok(_), Some(starts)) => (
+        (Ok(mark), Some(starts)) => (
             format!(
                 "Changed: {changed}. Under the new settings IDs pass those already issued only from {starts}, {} \
-                 from now.",
+                 from now; calls to generate IDs fail until then.",
                 span(starts.0.abs_diff(now.0))
             ),
-            format!(" or start the server after {starts}"),
+            Some((mark, UnixMillis(starts.0.saturating_sub(window)))),
+            format!(", or wait: calls succeed from {starts} on, without a restart"),
         ),
-        (Ok(_), None) => (format!("Changed: {changed}. {}", carry_failure(CarryError::Unreachable)), String::new()),
-        (Err(e), _) => (format!("Changed: {changed}. {}", carry_failure(e)), String::new()),
+        (Ok(_), None) => {
+            (format!("Changed: {changed}. {}", carry_failure(CarryError::Unreachable)), None, String::new())
+        }
+        (Err(e), _) => (format!("Changed: {changed}. {}", carry_failure(e)), None, String::new()),
     };
-    Err(Box::new(error::new(
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+    let report = error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id settings changed since the state file was written: new IDs would fall below IDs already issued",
     )
     .set_detail(format!("{detail} The state file's settings were {}.", describe(made_under)))
-    .set_hint(format!(
-        "Set the old values again{wait_hint}. If no table holds IDs of this server from before the change, start a \
-         new ID space: stop the server cleanly, create the file \"{}\" and start it.",
-        new_space::signal_path().display()
-    ))))
+    .set_hint(changed_settings_hint(&wait_hint));
+    Err((later, Box::new(report)))
 }
 
 /// A server renumbered (the deployment guide's standby before promotion, or
-/// a copy given its own number) continues above its mark with the new
-/// number; what is left to check lies outside this server.
+/// a copy given its own number) continues above every ID it issued under the
+/// old number (see [`carry_to_new_settings`]); what is left to check lies
+/// outside this server.
 fn report_new_node(changed: &[String], old: Node, new: Node) {
     error::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id node number changed since the state file was written")
         .set_detail(format!(
-            "Changed: {}. IDs continue above the recorded mark with datacenter {}, worker {}.",
+            "Changed: {}. IDs continue above every ID issued under the old number, with datacenter {}, worker {}.",
             changed.join(", "),
             new.datacenter,
             new.worker
         ))
         .set_hint(format!(
             "Check that no other server generates with datacenter {}, worker {} (compare snowflake_status() across \
-             servers; the deployment guide has a query). Give the old number (datacenter {}, worker {}) to another \
-             server only once this one no longer uses it.",
+             servers; the deployment guide has a query). IDs of the old number (datacenter {}, worker {}) may run \
+             up to snowflake_id.max_clock_drift ahead of the clock: give it to another server only once that \
+             server's clock has passed this one's high_water_mark in snowflake_status(), or after raising that \
+             server's floor above it with snowflake_raise_floor().",
             new.datacenter, new.worker, old.datacenter, old.worker
         ))
         .report(PgLogLevel::WARNING);
 }
 
-fn new_generator(config: &Config, resume: Option<Mark>, path: &'static Path) -> Generator {
-    let template = config.codec.template(config.node);
-    Generator::new(template, window_ticks(&config.codec.time), resume).unwrap_or_else(|e| {
-        // A mark is carried to these settings within their clock_back field:
-        // only a file that breaks its own layout gets here.
-        let why = format!("it records clock_back {} under a layout that holds at most {}", e.recorded, e.max);
-        ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) }).raise(PgLogLevel::FATAL)
-    })
+/// A generator that continues from no mark: a first mark is made before it
+/// issues an ID, unless it is told of one (a replayed mark, a floor).
+fn fresh_generator(config: &Config) -> Generator {
+    Generator::new(config.codec.template(config.node), window_ticks(&config.codec.time), None)
+        .expect("without a mark there is no era to check")
 }
 
 /// Whether this is pg_upgrade's new cluster. pg_upgrade starts both clusters

@@ -43,10 +43,11 @@ impl From<ReadError> for ErrorReport {
     #[track_caller]
     fn from(e: ReadError) -> ErrorReport {
         let shown = e.path.display();
-        let recovery = "The file holds the floor above which this server continues. An older copy (from a backup) \
-                        is no floor. If you cannot repair it, move it aside, start the server with no application \
-                        connected (listen_addresses = ''), and raise the floor above the newest ID this server may \
-                        have issued: SELECT snowflake_raise_floor(max(id)) over every table that holds its IDs.";
+        let recovery = "The file holds the floor above which this server continues; until that is known, calls to \
+                        generate IDs fail. An older copy (from a backup) is no floor. If you cannot repair it, raise \
+                        the floor above the newest ID this server may have issued, as a superuser and before \
+                        applications generate: SELECT snowflake_raise_floor(max(id)) over every table that holds \
+                        its IDs (this writes a new file).";
         match e.error {
             format::StateFileError::Unreadable(io) => error::new(
                 file_access_code(&io),

@@ -96,7 +96,7 @@ fn snowflake_status() -> TableIterator<
         stats.wait_micros as f64 / 1000.0,
         ms(generator.drift(now)),
         // NULL before the first mark, and while the mark is unknown: the epoch would say something false.
-        (state.unknown.is_none() && mark.position > 0)
+        (state.unknown.is_none_or(|u| matches!(u, shmem::Unknown::NotBefore(_))) && mark.position > 0)
             .then(|| config.codec.instant_of(generator.template().tick_of(mark.position)))
             .flatten()
             .and_then(timestamptz),

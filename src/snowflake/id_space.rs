@@ -39,9 +39,15 @@ pub enum CarryError {
 }
 
 /// The mark a data directory continues from under `new` as `node`, when its
-/// last mark `mark` was made under `old`: the mark itself when the settings
-/// are the same, otherwise the first position (and era) whose IDs lie above
-/// every ID issued under `old` below `mark`, by any node.
+/// last mark `mark` was made under `old` as `old_node`: the mark itself when
+/// the settings and the node are the same, otherwise the first position (and
+/// era) whose IDs lie above every ID issued under `old` below `mark`, by any
+/// node.
+///
+/// A node change alone is carried too: a position is no ID, and the node
+/// fields lie above the sequence, so a lower number at the mark's position
+/// would issue IDs below those the old number issued in the same tick (after
+/// a clean shutdown, or a bulk call that ran ahead, up to the mark itself).
 ///
 /// # Examples
 ///
@@ -58,15 +64,15 @@ pub enum CarryError {
 /// let new = Codec::new(layout, TimeBase::new(UnixMillis(1_735_689_603_000), 1).unwrap());
 /// let node = Node { datacenter: 1, worker: 2 };
 /// let mark = Mark { position: old.template(node).position(10_000), clock_back: 0, wall: None };
-/// let carried = carry(&old, &mark, &new, node).unwrap();
+/// let carried = carry(&old, node, &mark, &new, node).unwrap();
 /// // Tick 10,000 has the same bits under both epochs, 3 seconds later under
 /// // the new one; the old IDs of that tick, from any node, lie below the
 /// // new IDs of the next.
 /// assert_eq!(carried.position, new.template(node).position(10_001));
-/// assert_eq!(carry(&old, &mark, &old, node), Ok(mark));
+/// assert_eq!(carry(&old, node, &mark, &old, node), Ok(mark));
 /// ```
-pub fn carry(old: &Codec, mark: &Mark, new: &Codec, node: Node) -> Result<Mark, CarryError> {
-    if old == new {
+pub fn carry(old: &Codec, old_node: Node, mark: &Mark, new: &Codec, node: Node) -> Result<Mark, CarryError> {
+    if old == new && old_node == node {
         return Ok(*mark);
     }
     let same_layout = old.layout == new.layout;
@@ -96,9 +102,12 @@ pub fn carry(old: &Codec, mark: &Mark, new: &Codec, node: Node) -> Result<Mark, 
 pub enum FloorError {
     /// The value is no ID of these settings.
     Invalid(DecodeError),
-    /// No ID of this node, in the ID's era, lies above it (a layout with a
-    /// node field above the timestamp, and the ID's node number higher).
-    Unreachable,
+    /// No ID of this node, in the ID's era, lies above it: the layout puts a
+    /// node field above the timestamp, and the ID's number there is higher.
+    NodeAbove,
+    /// No ID of this node, in the ID's era, lies above it before the time
+    /// range ends (the ID is at the end of the range).
+    RangeEnd,
     /// The layout's clock_back field lies below its timestamp: IDs of a
     /// later era are not all greater, so no era keeps every later ID above.
     ErasInterleave,
@@ -132,7 +141,22 @@ pub fn floor_above(codec: &Codec, node: Node, id: i64) -> Result<(Mark, Decoded)
     let clock_back = decoded.clock_back.unwrap_or(0);
     let t = codec.template(node);
     // `id` is not negative: one more fits in u64.
-    let position = first_position_from(&t, clock_back, id as u64 + 1).ok_or(FloorError::Unreachable)?;
+    let position = first_position_from(&t, clock_back, id as u64 + 1).ok_or_else(|| {
+        // The last ID of this node in the era is no higher: either a node
+        // field above the timestamp holds more in `id`, or `id` ends the range.
+        let node_above =
+            [(Field::Datacenter, node.datacenter, decoded.datacenter), (Field::Worker, node.worker, decoded.worker)]
+                .into_iter()
+                .any(|(f, ours, theirs)| {
+                    codec.layout.field(f).is_some_and(|b| b.shift > codec.layout.timestamp().shift)
+                        && theirs.unwrap_or(0) > ours
+                });
+        if node_above {
+            FloorError::NodeAbove
+        } else {
+            FloorError::RangeEnd
+        }
+    })?;
     Ok((Mark { position, clock_back, wall: None }, decoded))
 }
 
@@ -211,7 +235,7 @@ mod tests {
 
     /// Where new settings start after a mark made under old ones, as an instant.
     fn resume_instant(old: &Codec, new: &Codec, mark: &Mark) -> Option<UnixMillis> {
-        let carried = carry(old, mark, new, NODE).ok()?;
+        let carried = carry(old, NODE, mark, new, NODE).ok()?;
         new.time.start_of(new.template(NODE).tick_of(carried.position))
     }
 
@@ -221,11 +245,36 @@ mod tests {
         Mark { position: t.position(tick) + sequence, clock_back: 0, wall: Some(tick as i64) }
     }
 
+    fn max_of(c: &Codec, f: Field) -> u64 {
+        c.layout.field(f).map_or(0, |b| b.max())
+    }
+
+    /// The review's case: minute ticks, worker 9 renumbered to 3 after a clean
+    /// shutdown in the middle of a tick. Worker 3's IDs of that tick lie below
+    /// worker 9's, so the carried mark is the next tick; worker 12 may stay.
+    #[test]
+    fn a_node_change_alone_is_carried_above_the_old_numbers_ids() {
+        let c = codec(DEFAULT, EPOCH, 60_000);
+        let (nine, three, twelve) =
+            (Node { datacenter: 0, worker: 9 }, Node { datacenter: 0, worker: 3 }, Node { datacenter: 0, worker: 12 });
+        let old = c.template(nine);
+        let resume = Mark { position: old.position(1_000) + 100, clock_back: 0, wall: None };
+        let last_issued = old.encode(resume.position - 1, 0);
+        assert_eq!(carry(&c, nine, &resume, &c, nine), Ok(resume), "no change, no carry");
+        let carried = carry(&c, nine, &resume, &c, three).unwrap();
+        assert_eq!(carried.position, c.template(three).position(1_001));
+        assert!(c.template(three).encode(carried.position, 0) > last_issued);
+        assert!(c.template(three).encode(resume.position, 0) < last_issued, "the mark as it was would go down");
+        let carried = carry(&c, nine, &resume, &c, twelve).unwrap();
+        assert!(c.template(twelve).encode(carried.position, 0) > last_issued);
+        assert!(carried.position <= c.template(twelve).position(1_001));
+    }
+
     #[test]
     fn under_the_same_settings_the_mark_is_kept() {
         let c = codec(DEFAULT, EPOCH, 1);
         let mark = mark_at(&c, EPOCH + 86_400_000, 17);
-        assert_eq!(carry(&c, &mark, &c, NODE), Ok(mark));
+        assert_eq!(carry(&c, NODE, &mark, &c, NODE), Ok(mark));
     }
 
     #[test]
@@ -246,10 +295,10 @@ mod tests {
         let old = codec(DEFAULT, EPOCH, 1);
         let new = codec(DEFAULT, EPOCH + 3000, 10);
         let mark = mark_at(&old, EPOCH + 50_000, 0);
-        let carried = carry(&old, &mark, &new, NODE).unwrap();
+        let carried = carry(&old, NODE, &mark, &new, NODE).unwrap();
         assert_eq!(carried.wall, Some(4_700), "47 s after the new epoch, in 10 ms ticks");
         let unknown = Mark { wall: None, ..mark };
-        assert_eq!(carry(&old, &unknown, &new, NODE).unwrap().wall, None);
+        assert_eq!(carry(&old, NODE, &unknown, &new, NODE).unwrap().wall, None);
     }
 
     #[test]
@@ -269,7 +318,7 @@ mod tests {
         let mark = mark_at(&old, EPOCH + 5_000, 0);
         let ceiling = ceiling(&old, &mark);
         let t = new.template(NODE);
-        let p = carry(&old, &mark, &new, NODE).unwrap().position;
+        let p = carry(&old, NODE, &mark, &new, NODE).unwrap().position;
         assert!(t.encode(p, 0) as u64 >= ceiling && (t.encode(p - 1, 0) as u64) < ceiling);
         // The timestamp moved one bit up: half the ticks reach the same values
         // (the next one, above the old tick's nodes).
@@ -286,7 +335,7 @@ mod tests {
         assert!(c > top.encode(mark.position - 1, 0) as u64);
         // Our own worker (7) never reaches a ceiling set by worker 15 under the same layout.
         let moved = codec("worker:4,timestamp:40,sequence:12", EPOCH + 1000, 1);
-        assert_eq!(carry(&old, &mark, &moved, NODE), Err(CarryError::Unreachable));
+        assert_eq!(carry(&old, NODE, &mark, &moved, NODE), Err(CarryError::Unreachable));
     }
 
     #[test]
@@ -296,7 +345,7 @@ mod tests {
         let old = codec(spec, EPOCH, 1);
         let mut mark = mark_at(&old, EPOCH + 5_000, 0);
         mark.clock_back = 2;
-        let carried = carry(&old, &mark, &codec(spec, EPOCH + 1000, 1), NODE).unwrap();
+        let carried = carry(&old, NODE, &mark, &codec(spec, EPOCH + 1000, 1), NODE).unwrap();
         assert_eq!(carried.clock_back, 2);
         assert!(old.template(NODE).tick_of(carried.position) > 5_000);
     }
@@ -307,21 +356,21 @@ mod tests {
         let above = codec("clock_back:2,timestamp:41,worker:8,sequence:12", EPOCH, 1);
         let plain = codec("timestamp:41,worker:8,sequence:12", EPOCH, 1);
         let mut mark = mark_at(&below, EPOCH + 5_000, 0);
-        assert!(carry(&below, &mark, &plain, NODE).is_ok(), "era 0 has no earlier era");
+        assert!(carry(&below, NODE, &mark, &plain, NODE).is_ok(), "era 0 has no earlier era");
         mark.clock_back = 1;
-        assert_eq!(carry(&below, &mark, &plain, NODE), Err(CarryError::EarlierEras));
-        assert_eq!(carry(&plain, &mark_at(&plain, EPOCH, 0), &below, NODE), Err(CarryError::LaterEras));
+        assert_eq!(carry(&below, NODE, &mark, &plain, NODE), Err(CarryError::EarlierEras));
+        assert_eq!(carry(&plain, NODE, &mark_at(&plain, EPOCH, 0), &below, NODE), Err(CarryError::LaterEras));
 
         // With clock_back on top, a mark of era 1 lies above all of era 0, and
         // a new layout with it on top too continues in the first era that reaches it.
         let other = codec("clock_back:2,timestamp:42,worker:7,sequence:12", EPOCH, 1);
-        let carried = carry(&above, &mark, &other, NODE).unwrap();
+        let carried = carry(&above, NODE, &mark, &other, NODE).unwrap();
         assert_eq!(carried.clock_back, 1);
         let t = above.template(NODE);
         let last_of_era_zero = t.position(t.max_tick()) + (t.position(1) - 1);
         assert!(ceiling(&above, &mark) > t.encode(last_of_era_zero, 0) as u64);
         // Without a clock_back field the new layout cannot reach era 1 of the old.
-        assert_eq!(carry(&above, &mark, &plain, NODE), Err(CarryError::Unreachable));
+        assert_eq!(carry(&above, NODE, &mark, &plain, NODE), Err(CarryError::Unreachable));
     }
 
     #[test]
@@ -330,7 +379,7 @@ mod tests {
         let t = old.template(Node::default());
         let mark = Mark { position: t.position(t.max_tick() + 1), clock_back: 0, wall: None };
         assert_eq!(ceiling(&old, &mark), NO_ID_REACHES);
-        assert_eq!(carry(&old, &mark, &codec(DEFAULT, EPOCH, 1), NODE), Err(CarryError::Unreachable));
+        assert_eq!(carry(&old, NODE, &mark, &codec(DEFAULT, EPOCH, 1), NODE), Err(CarryError::Unreachable));
     }
 
     #[test]
@@ -343,7 +392,13 @@ mod tests {
         // The worker above the timestamp: worker 7 never passes worker 8's IDs.
         let node_on_top = codec("worker:4,timestamp:40,sequence:19", EPOCH, 1);
         let theirs = node_on_top.template(Node { datacenter: 0, worker: 8 }).encode(5, 0);
-        assert_eq!(floor_above(&node_on_top, NODE, theirs).unwrap_err(), FloorError::Unreachable);
+        assert_eq!(floor_above(&node_on_top, NODE, theirs).unwrap_err(), FloorError::NodeAbove);
+        // The largest ID of the layout: the range ends, whatever the node.
+        assert_eq!(floor_above(&c, NODE, i64::MAX).unwrap_err(), FloorError::RangeEnd);
+        assert_eq!(floor_above(&node_on_top, NODE, i64::MAX).unwrap_err(), FloorError::NodeAbove);
+        let ours_last =
+            node_on_top.template(NODE).encode(node_on_top.template(NODE).position(node_on_top.max_tick() + 1) - 1, 0);
+        assert_eq!(floor_above(&node_on_top, NODE, ours_last).unwrap_err(), FloorError::RangeEnd);
         // Eras below the timestamp: no era keeps later IDs above.
         let below = codec("timestamp:39,clock_back:2,datacenter:5,worker:5,sequence:12", EPOCH, 1);
         assert_eq!(floor_above(&below, NODE, 1 << 40).unwrap_err(), FloorError::ErasInterleave);
@@ -375,21 +430,21 @@ mod tests {
             let old = codec(old_spec, EPOCH, old_tick_ms);
             let new = codec(new_spec, EPOCH + shift, new_tick_ms);
             let node = Node { datacenter: 0, worker: 5 };
-            let t_old = old.template(node);
+            let old_node = Node { datacenter: 0, worker: old_worker.min(max_of(&old, Field::Worker)) };
+            let t_old = old.template(old_node);
             let tick = old.time.tick_of(UnixMillis(EPOCH + at)) as u64;
             let position = t_old.position(tick) + sequence.min(t_old.position(1) - 1);
             let mark = Mark { position, clock_back: 0, wall: None };
-            let Ok(carried) = carry(&old, &mark, &new, node) else {
+            let Ok(carried) = carry(&old, old_node, &mark, &new, node) else {
                 // Only a layout with a node above the timestamp may leave no room.
                 prop_assert!(old_spec.starts_with("worker") || new_spec.starts_with("worker"));
                 return Ok(());
             };
             let t_new = new.template(node);
             let first = t_new.encode(carried.position, carried.clock_back) as u64;
-            let max = |f: Field| old.layout.field(f).map_or(0, |b| b.max());
             let other = old.template(Node {
-                datacenter: old_datacenter.min(max(Field::Datacenter)),
-                worker: old_worker.min(max(Field::Worker)),
+                datacenter: old_datacenter.min(max_of(&old, Field::Datacenter)),
+                worker: old_worker.min(max_of(&old, Field::Worker)),
             });
             for issued in [position.saturating_sub(earlier), position.saturating_sub(1)] {
                 if issued < position {
