@@ -36,12 +36,16 @@ BEGIN
             USING ERRCODE = 'datatype_mismatch',
                   HINT = 'snowflake_guard() checks a column that holds snowflake IDs.';
     END IF;
-    -- Armed again, the check follows the column given now.
+    -- Armed again, the check follows the column given now. The second
+    -- argument is when it was armed, in Unix milliseconds: IDs generated
+    -- before that (less snowflake_id.max_clock_drift), and keys that are no
+    -- snowflake IDs, are not judged.
     IF EXISTS (SELECT FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'snowflake_id_guard') THEN
         EXECUTE format('DROP TRIGGER snowflake_id_guard ON %s', tbl);
     END IF;
     EXECUTE format('CREATE TRIGGER snowflake_id_guard BEFORE INSERT OR UPDATE OF %I ON %s '
-                   'FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_guard_check(%L)', col, tbl, col);
+                   'FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_guard_check(%L, %L)', col, tbl, col,
+                   floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
     EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER snowflake_id_guard', tbl);
 END
 $$;

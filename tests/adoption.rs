@@ -25,8 +25,8 @@ fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
 #[test]
 fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
-    let _old_scripts =
-        ["0.1.0", "0.2.0", "0.3.0"].map(|old| install_extension_file(&sql.join(format!("snowflake_id--{old}.sql"))));
+    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
+        .map(|old| install_extension_file(&sql.join(format!("snowflake_id--{old}.sql"))));
     let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
     c.connect().batch_execute("CREATE DATABASE fresh").unwrap();
@@ -34,7 +34,7 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
     fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let installed: String = fresh.query_one(SURFACE, &[]).unwrap().get(0);
 
-    for old in ["0.1.0", "0.2.0", "0.3.0"] {
+    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0"] {
         let db = format!("from_{}", old.replace('.', "_"));
         c.connect().batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
         let mut s = connect_to(&c, &db);
@@ -51,8 +51,24 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
         };
         assert_eq!(version(&mut s), old);
         let before: i64 = s.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+        // A guard armed by 0.4.0 has no arming time; the update arms it again.
+        let guarded = old == "0.4.0";
+        if guarded {
+            s.batch_execute("SELECT snowflake_guard('t')").unwrap();
+        }
 
         s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+        if guarded {
+            let row = s
+                .query_one(
+                    "SELECT tgnargs::int, tgenabled::text, tgfoid::regprocedure::text FROM pg_trigger \
+                     WHERE tgrelid = 't'::regclass AND tgname = 'snowflake_id_guard'",
+                    &[],
+                )
+                .unwrap();
+            let (nargs, enabled, function): (i32, String, String) = (row.get(0), row.get(1), row.get(2));
+            assert_eq!((nargs, enabled.as_str(), function.as_str()), (2, "R", "snowflake_guard_check()"));
+        }
         assert_eq!(version(&mut s), env!("CARGO_PKG_VERSION"), "from {old}");
         // What the old version created keeps working, and what the update added works.
         s.batch_execute(

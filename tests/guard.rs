@@ -5,9 +5,13 @@
 //! `SELECT snowflake_guard('public.t'::regclass)` creates the row trigger
 //! `snowflake_id_guard` on the table and enables it as a REPLICA trigger, so
 //! it fires only in apply workers, never for local writes. For each applied
-//! INSERT (and UPDATE that changes the ID) it reports
+//! INSERT (and UPDATE that changes the ID) generated since the guard was
+//! armed, it reports
 //!   (a) an ID that carries this server's own number: another server uses it;
-//!   (b) one number arriving from two replication origins (an aggregator).
+//!   (b) one number from two servers whose IDs interleave (an aggregator). A
+//!       server is what its publisher answers to IDENTIFY_SYSTEM: system
+//!       identifier and timeline, whatever the subscription, publication,
+//!       database or replication origin its rows arrive through.
 //! `snowflake_id.guard_action` (reload) is `error` (the apply fails and
 //! retries; nothing is stored) or `warning` (the row is stored), and
 //! `snowflake_status()` counts the clashes (`guard_clashes`, `last_clash`,
@@ -15,9 +19,10 @@
 //!
 //! Each test builds its own servers. Every server gets `wal_level = logical`
 //! (needed where it publishes, harmless elsewhere) and its numbers written out;
-//! subscriptions are made with `copy_data = false`: the slot is created by
-//! CREATE SUBSCRIPTION itself, so every row inserted after it returns is
-//! streamed, and there is no initial table sync to wait for.
+//! subscriptions are made with `copy_data = false` unless a test says
+//! otherwise: the slot is created by CREATE SUBSCRIPTION itself, so every row
+//! inserted after it returns is streamed, and there is no initial table sync
+//! to wait for. The README's table of verified topologies links each test.
 
 mod common;
 
@@ -44,10 +49,16 @@ const LONG: Duration = Duration::from_secs(600);
 // The guard's messages, matched by fragments kept here, so that a change of
 // wording is a change in one place. In full:
 //   snowflake_id number (datacenter D, worker W) of this server arrives from subscription "SUB" in table "public.t"
-//   snowflake_id number (datacenter D, worker W) arrives from subscription "SUB2" and from subscription "SUB1" in table "public.t"
+//   snowflake_id number (datacenter D, worker W) arrives from two servers in table "public.t"
+//     DETAIL: The applied ID N arrives through subscription "SUB" from the server with system identifier S
+//     (timeline T), among IDs of that number from L to H that arrived from the server with system identifier S2
+//     (timeline T2) (since this server started): ...
 
 /// In every clash message, of either kind.
-const CLASH: &str = "arrives from subscription";
+const CLASH: &str = "snowflake_id number (";
+
+/// In the message of a number from two servers.
+const TWO_SERVERS: &str = "arrives from two servers";
 
 /// The table every message here names.
 const IN_TABLE_T: &str = "\"public.t\"";
@@ -59,12 +70,16 @@ fn number(datacenter: i32, worker: i32) -> String {
 
 /// A row with this server's own number arrived through `subscription`.
 fn own_number_from(subscription: &str) -> String {
-    format!("of this server {CLASH} \"{subscription}\"")
+    format!("of this server arrives from subscription \"{subscription}\"")
 }
 
-/// A subscription as a message names it.
-fn subscription(name: &str) -> String {
-    format!("subscription \"{name}\"")
+/// A server as a clash report names it: its system identifier and timeline.
+fn server(c: &Cluster) -> String {
+    let (system, timeline): (i64, i32) = {
+        let row = c.connect().query_one("SELECT system_identifier, timeline FROM snowflake_status()", &[]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    format!("the server with system identifier {} (timeline {timeline})", system as u64)
 }
 
 // ---------------------------------------------------------------------------
@@ -312,7 +327,9 @@ fn a_subscription_that_copies_existing_rows_is_one_origin() {
 }
 
 /// Two publishers with one number (A and B, worker 5) feed an aggregator (C,
-/// worker 9): their IDs are not C's, but the number comes from two origins.
+/// worker 9): their IDs are not C's, but the number comes from two servers.
+/// It is caught as soon as their IDs interleave at C: A's rows, then B's
+/// (which could be a server that took the number over), then A's again.
 #[test]
 fn two_publishers_with_one_number_are_caught_at_the_aggregator() {
     let a = node("a", 1, 5, &[]);
@@ -325,22 +342,21 @@ fn two_publishers_with_one_number_are_caught_at_the_aggregator() {
     arm_guard(&c);
     let mark = log_mark(&c);
 
-    // A's rows come first: sub_a owns the number (1, 5) on C.
-    insert(&a, 100, "a");
-    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'a'") == 100);
-    assert_no_clash(&c, mark);
-
-    // B's rows carry the same number through sub_b: stored (warning), and reported.
+    insert(&a, 100, "a1");
+    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'a1'") == 100);
     insert(&b, 100, "b");
     wait_until("C has B's rows", SHORT, &[&c], || rows(&c, "v = 'b'") == 100);
-    let log = log_since(&c, mark);
-    let both = [number(1, 5), subscription("sub_a"), subscription("sub_b")];
-    let both: Vec<&str> = both.iter().map(String::as_str).collect();
-    assert!(!lines_with(&log, "WARNING", &both).is_empty(), "no warning naming sub_a and sub_b:\n{log}");
+    assert_no_clash(&c, mark);
+    // A again: both generate with (1, 5) at once. Stored (warning), and reported.
+    insert(&a, 100, "a2");
+    wait_until("C has A's new rows", SHORT, &[&c], || rows(&c, "v = 'a2'") == 100);
+    let line = wait_for_log(&c, mark, "WARNING", &[TWO_SERVERS, &number(1, 5), IN_TABLE_T]);
     let status = guard_status(&c);
     assert!(status.clashes > 0, "{status:?}");
     let last = status.last_clash.as_deref().unwrap_or_default();
-    assert!(both.iter().all(|f| last.contains(f)), "{status:?}");
+    for fragment in [&server(&a), &server(&b), "through subscription \"sub_a\""] {
+        assert!(last.contains(fragment), "{fragment:?} not in {last:?} ({line})");
+    }
 }
 
 /// Three publishers with their own numbers into an aggregator with its own:
@@ -438,15 +454,13 @@ fn a_bidirectional_pair_never_clashes() {
 
 /// A chain A (worker 1) → B (worker 2) → C (worker 3): B publishes `t` with
 /// the rows it applied from A (a subscription's default `origin = any`), so C
-/// receives A's and B's rows, both through its one subscription: each number
-/// from one origin, none its own. No clash on B or C.
+/// receives A's and B's rows, both from server B: one server may deliver
+/// several numbers. No clash on B or C.
 ///
 /// Not tested: if C also subscribed to A directly, A's rows would reach C
-/// twice, through `sub_c_from_a` and through `sub_c_from_b`. The guard would
-/// then report number (1, 1) arriving from two origins ("... (datacenter 1,
-/// worker 1) arrives from subscription "sub_c_from_b" and from subscription
-/// "sub_c_from_a" ...", naming second the one that delivered first): a true
-/// finding, since that topology delivers every one of A's rows twice.
+/// twice, from A and from B (which forwards them), and the guard would
+/// report number (1, 1) arriving from two servers: such a topology also
+/// applies every one of A's rows twice, which the primary key refuses.
 #[test]
 fn a_forwarding_chain_is_no_clash() {
     const ROWS: i64 = 1000;
@@ -540,4 +554,184 @@ fn pg_createsubscriber_turns_a_standby_into_a_subscriber_with_its_primarys_numbe
     assert_eq!(rows(&standby, "true"), 0, "the row was stored");
     let status = guard_status(&standby);
     assert!(status.clashes >= 1, "{status:?}");
+}
+
+/// Connects to database `db` of `c`.
+fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
+    postgres::Client::connect(&format!("host=127.0.0.1 port={} user=postgres dbname={db}", c.port), postgres::NoTls)
+        .unwrap()
+}
+
+/// One publisher A (worker 5) with two publications, `p1` for `t` and `p2`
+/// for `t2`, and an aggregator C that subscribes to both (`s1`, `s2`) and,
+/// from a second database, to `p1` again (`s3`): A's number arrives through
+/// three subscriptions, two tables and two databases, all from one server.
+/// With guard_action = error, a false clash would stop an apply and the
+/// waits would time out.
+#[test]
+fn one_publisher_through_several_publications_subscriptions_and_databases_is_one_server() {
+    let a = node("multia", 1, 5, &[]);
+    let c = node("multic", 1, 9, &[]);
+    let t2 = "CREATE TABLE t2 (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)";
+    a.connect()
+        .batch_execute(&format!("{t2}; CREATE PUBLICATION p1 FOR TABLE t; CREATE PUBLICATION p2 FOR TABLE t2"))
+        .unwrap();
+    c.connect().batch_execute(t2).unwrap();
+    c.connect().batch_execute("CREATE DATABASE db2").unwrap();
+    let mut db2 = connect_to(&c, "db2");
+    db2.batch_execute(&format!("CREATE EXTENSION snowflake_id; {TABLE}")).unwrap();
+    subscribe(&c, "s1", &a, "p1", &[]);
+    subscribe(&c, "s2", &a, "p2", &[]);
+    let sql = format!("CREATE SUBSCRIPTION s3 CONNECTION '{}' PUBLICATION p1 WITH (copy_data = false)", conninfo(&a));
+    db2.batch_execute(&sql).unwrap();
+    arm_guard(&c);
+    c.connect().batch_execute("SELECT snowflake_guard('public.t2')").unwrap();
+    db2.batch_execute("SELECT snowflake_guard('public.t')").unwrap();
+    let mark = log_mark(&c);
+
+    // Interleaved rounds, so that every path carries IDs among the others'.
+    for round in 1..=5 {
+        insert(&a, 20, &format!("r{round}"));
+        a.connect()
+            .execute("INSERT INTO t2 (v) SELECT $1 FROM generate_series(1, 20)", &[&format!("r{round}")])
+            .unwrap();
+    }
+    let want = fingerprint(&a, "true");
+    wait_until("C has every row of t, t2 and db2.t", SHORT, &[&a, &c], || {
+        let t2_rows: i64 = c.one("SELECT count(*) FROM t2");
+        let db2_rows: i64 = connect_to(&c, "db2").query_one("SELECT count(*) FROM t", &[]).unwrap().get(0);
+        fingerprint(&c, "true") == want && t2_rows == 100 && db2_rows == 100
+    });
+    assert_no_clash(&c, mark);
+}
+
+/// PostgreSQL reuses a dropped subscription's replication-origin number: C
+/// drops `s1` (to A, worker 5) after A's rows arrived, subscribes to B
+/// (worker 6) as `sb`, which gets origin number 1 again, and then to A anew.
+/// The rows of each arrive under whatever origin: the guard tells servers
+/// apart, so nothing is a clash.
+#[test]
+fn a_reused_origin_number_names_the_server_behind_it_now() {
+    let a = node("reusea", 1, 5, &[]);
+    let b = node("reuseb", 1, 6, &[]);
+    let c = node("reusec", 1, 9, &[]);
+    publish(&a, "pub");
+    publish(&b, "pub");
+    subscribe(&c, "s1", &a, "pub", &[]);
+    arm_guard(&c);
+    let mark = log_mark(&c);
+    let origin_of = |sub: &str| -> i32 {
+        c.one(&format!(
+            "SELECT o.roident::int FROM pg_replication_origin o, pg_subscription s \
+             WHERE s.subname = '{sub}' AND o.roname = 'pg_' || s.oid"
+        ))
+    };
+    let first = origin_of("s1");
+    insert(&a, 100, "a1");
+    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'a1'") == 100);
+    c.connect().batch_execute("DROP SUBSCRIPTION s1").unwrap();
+    subscribe(&c, "sb", &b, "pub", &[]);
+    assert_eq!(origin_of("sb"), first, "PostgreSQL gave sb the origin number s1 had: the test cannot fail");
+    insert(&b, 100, "b");
+    wait_until("C has B's rows", SHORT, &[&c], || rows(&c, "v = 'b'") == 100);
+    subscribe(&c, "s1new", &a, "pub", &[]);
+    insert(&a, 100, "a2");
+    insert(&b, 100, "b2");
+    wait_until("C has everyone's new rows", SHORT, &[&c], || rows(&c, "v IN ('a2', 'b2')") == 200);
+    assert_no_clash(&c, mark);
+}
+
+/// Two publishers whose tables kept their legacy keys (1, 3, 5, ... and 2,
+/// 4, 6, ...: what a serial gave before `snowflake_adopt()`) feed an
+/// aggregator numbered (0, 0), the number every legacy key below 4096
+/// decodes to. The table synchronisation copies them all; then both go on
+/// with snowflake IDs. Keys that are no IDs of the time since the guard was
+/// armed are not judged: no clash, and no "own number".
+#[test]
+fn legacy_keys_are_not_taken_for_node_numbers() {
+    let a = node("legacya", 1, 1, &[]);
+    let b = node("legacyb", 1, 2, &[]);
+    let c = node("legacyc", 0, 0, &[]);
+    a.connect()
+        .batch_execute("INSERT INTO t (id, v) SELECT 2 * n - 1, 'legacy' FROM generate_series(1, 3000) n")
+        .unwrap();
+    b.connect().batch_execute("INSERT INTO t (id, v) SELECT 2 * n, 'legacy' FROM generate_series(1, 3000) n").unwrap();
+    arm_guard(&c);
+    let mark = log_mark(&c);
+    for (publisher, sub) in [(&a, "sla"), (&b, "slb")] {
+        publish(publisher, "pub");
+        // The default copy_data: the table synchronisation copies the legacy keys.
+        let sql = format!("CREATE SUBSCRIPTION {sub} CONNECTION '{}' PUBLICATION pub", conninfo(publisher));
+        c.connect().batch_execute(&sql).unwrap();
+    }
+    wait_until("C has both tables' legacy keys", SHORT, &[&c], || rows(&c, "v = 'legacy'") == 6000);
+    insert(&a, 100, "a");
+    insert(&b, 100, "b");
+    insert(&a, 100, "a");
+    wait_until("C has the new rows", SHORT, &[&c], || rows(&c, "v IN ('a', 'b')") == 300);
+    assert_no_clash(&c, mark);
+}
+
+/// The publisher A fails over to its physical standby A2, which keeps A's
+/// number (the deployment guide's failover: A is gone for good), and the
+/// subscription is re-pointed at A2 (a slot made there, then ALTER
+/// SUBSCRIPTION ... CONNECTION). A2 is A's system on the next timeline and
+/// continues above A's IDs: no clash.
+#[test]
+fn failover_of_the_publisher_is_no_clash() {
+    let a = node("failovera", 1, 5, &[]);
+    let a2 = Cluster::standby_of(&a, "failovera2", &[]);
+    a2.start();
+    let c = node("failoverc", 1, 9, &[]);
+    publish(&a, "pub");
+    subscribe(&c, "sub", &a, "pub", &[]);
+    arm_guard(&c);
+    let mark = log_mark(&c);
+    insert(&a, 100, "before");
+    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'before'") == 100);
+    a2.wait_for_replay_of(&a);
+    a.stop_immediate();
+    a2.promote();
+    a2.wait_until_writable();
+    a2.connect().batch_execute("SELECT pg_create_logical_replication_slot('sub', 'pgoutput')").unwrap();
+    c.connect().batch_execute(&format!("ALTER SUBSCRIPTION sub CONNECTION '{}'", conninfo(&a2))).unwrap();
+    insert(&a2, 100, "after");
+    wait_until("C has A2's rows", SHORT, &[&c], || rows(&c, "v = 'after'") == 100);
+    let promoted: i32 = a2.one("SELECT timeline FROM snowflake_status()");
+    assert_eq!(promoted, 2, "A2 is A's system on the next timeline");
+    assert_no_clash(&c, mark);
+}
+
+/// Split brain: A's standby A2 is promoted while A keeps running, both with
+/// A's number, and C subscribes to both. A2 continues above what it
+/// replayed of A; A goes on at its clock: once A2's rows have reached C, A's
+/// next ones interleave with them, and the guard names one system on two
+/// timelines.
+#[test]
+fn split_brain_is_caught() {
+    let a = node("splita", 1, 5, &[]);
+    let a2 = Cluster::standby_of(&a, "splita2", &[]);
+    a2.start();
+    let c = node("splitc", 1, 9, &["snowflake_id.guard_action = 'warning'"]);
+    publish(&a, "pub");
+    subscribe(&c, "sub_old", &a, "pub", &[]);
+    arm_guard(&c);
+    let mark = log_mark(&c);
+    insert(&a, 10, "old");
+    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'old'") == 10);
+    a2.wait_for_replay_of(&a);
+    a2.promote();
+    a2.wait_until_writable();
+    subscribe(&c, "sub_new", &a2, "pub", &[]);
+    // A's clock passes the mark A2 replayed (a mark's window ahead of A's IDs).
+    thread::sleep(Duration::from_millis(1500));
+    insert(&a2, 10, "new");
+    wait_until("C has A2's rows", SHORT, &[&c], || rows(&c, "v = 'new'") == 10);
+    assert_no_clash(&c, mark);
+    insert(&a, 10, "old again");
+    wait_until("C has A's new rows", SHORT, &[&c], || rows(&c, "v = 'old again'") == 10);
+    wait_for_log(&c, mark, "WARNING", &[TWO_SERVERS, &number(1, 5), IN_TABLE_T]);
+    let last = guard_status(&c).last_clash.unwrap_or_default();
+    assert!(last.contains("split brain"), "{last}");
+    assert!(last.contains(&server(&a)) && last.contains(&server(&a2)), "{last}");
 }

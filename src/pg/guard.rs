@@ -1,39 +1,40 @@
 //! The guard's trigger: each row a logical-replication apply worker writes
 //! into a table armed with `snowflake_guard(tbl)` (`sql/snowflake_guard.sql`)
 //! has its ID checked ([`crate::snowflake::guard`]) against this server's
-//! own node and the origin each node first arrived from.
+//! own number and the IDs of the same number other servers delivered.
 //!
 //! The trigger is a REPLICA trigger, so it fires only in apply workers, and
 //! it checks only rows that carry a replication origin: local inserts never
 //! reach it, and restores with `session_replication_role = replica` pass.
 //! An UPDATE that keeps the ID (the row was written before) is no new ID.
-//!
-//! A native subscription copies a table's existing rows through a table
-//! synchronisation worker with an origin of its own (`pg_<sub>_<rel>`); its
-//! rows count as the subscription's (`pg_<sub>`), so a subscription's copy and
-//! its stream are one origin. An owner whose origin is gone (a dropped
-//! subscription) hands its nodes to the next origin they arrive from.
+//! Which server a row comes from is asked of the publisher once per worker
+//! ([`super::publisher`]); only IDs generated since the guard was armed
+//! (less `max_clock_drift`) are judged, so legacy keys and old rows a table
+//! synchronisation copies are no evidence.
 //!
 //! On a clash it counts it and keeps its report for `snowflake_status()`,
 //! then fails the apply or warns, as `snowflake_id.guard_action` says. The
 //! server keeps generating either way: both servers share the number, and
 //! this one cannot tell which should stop.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
+use super::publisher::{self, Origin};
 use super::settings::{self, GuardAction};
+use super::timestamp::from_pg_micros;
 use super::{clock, shmem};
 use crate::snowflake::codec::{Codec, Node};
-use crate::snowflake::guard::{self, Origin, Verdict};
+use crate::snowflake::guard::{self, Delivered, Server, Verdict};
 use crate::snowflake::layout::Field;
+use crate::snowflake::time::UnixMillis;
 
 pgrx::extension_sql_file!("../../sql/snowflake_guard.sql", name = "guard");
 
-/// The trigger function, `snowflake_guard_check(id_column)`.
+/// The trigger function, `snowflake_guard_check(id_column, armed_at_ms)`.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
@@ -54,31 +55,29 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
     let row = if update { data.tg_newtuple } else { data.tg_trigtuple };
     let pass = pg_sys::Datum::from(row);
     // SAFETY: a global an apply worker sets once its origin session is up.
-    let session_origin = unsafe { pg_sys::replorigin_session_origin };
-    if u32::from(session_origin) == pg_sys::InvalidRepOriginId {
+    let origin = unsafe { pg_sys::replorigin_session_origin };
+    if u32::from(origin) == pg_sys::InvalidRepOriginId {
         return pass;
     }
-    let origin = subscription_origin(session_origin);
     // SAFETY: the trigger's relation and tuples, valid for this call.
     let Some(id) = (unsafe { id_of(data, row) }) else { return pass };
     // SAFETY: as above.
     if update && unsafe { id_of(data, data.tg_trigtuple) } == Some(id) {
         return pass;
     }
+    let server = publisher::server_of(origin);
     let config = settings::config();
-    let verdict = guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, origin);
-    let (node, first) = match verdict {
+    // SAFETY: the trigger of this call.
+    let judge_from = UnixMillis(unsafe { armed_at(data) }.0.saturating_sub(settings::max_drift_ms() as i64));
+    let verdict = guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, server, judge_from);
+    let (node, other) = match verdict {
         Verdict::Fine | Verdict::Untracked(_) => return pass,
         Verdict::OwnNode(node) => (node, None),
-        Verdict::TwoOrigins { node, first } if origin_name(first).is_none() => {
-            shmem::guard().owners.reassign(node, origin);
-            return pass;
-        }
-        Verdict::TwoOrigins { node, first } => (node, Some(first)),
+        Verdict::TwoServers { node, other } => (node, Some(other)),
     };
     // SAFETY: the trigger's relation.
     let table = unsafe { table_name(data.tg_relation) };
-    report(&config.codec, node, id, origin, first, &table);
+    report(&config.codec, node, id, origin, server, other, &table);
     pass
 }
 
@@ -88,32 +87,22 @@ pub extern "C" fn pg_finfo_snowflake_guard_check() -> &'static pg_sys::Pg_finfo_
     &V1
 }
 
-/// This process's origin and the subscription origin its rows count as,
-/// looked up once: an apply or sync worker keeps its origin for its life.
-static mut ORIGIN_OF: (Origin, Origin) = (0, 0);
-
-/// The origin `origin`'s rows count as: a table synchronisation worker's
-/// (`pg_<sub>_<rel>`) count as its subscription's (`pg_<sub>`).
-fn subscription_origin(origin: Origin) -> Origin {
-    // SAFETY: backend-local, and backends are single-threaded.
-    let (cached, canonical) = unsafe { ORIGIN_OF };
-    if cached == origin && origin != 0 {
-        return canonical;
-    }
-    let canonical = origin_name(origin)
-        .and_then(|name| {
-            let (sub, rel) = name.strip_prefix("pg_")?.split_once('_')?;
-            (sub.bytes().all(|b| b.is_ascii_digit()) && rel.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| std::ffi::CString::new(format!("pg_{sub}")).ok())
-                .flatten()
-        })
-        // SAFETY: a catalog lookup in the worker's transaction; missing_ok.
-        .map(|apply| unsafe { pg_sys::replorigin_by_name(apply.as_ptr(), true) })
-        .filter(|&o| u32::from(o) != pg_sys::InvalidRepOriginId)
-        .unwrap_or(origin);
-    // SAFETY: as above.
-    unsafe { ORIGIN_OF = (origin, canonical) };
-    canonical
+/// When the guard on this trigger's table was armed: its second argument,
+/// in Unix milliseconds. A trigger armed by 0.4.0 has none (its update
+/// re-arms every guard); then the server's start stands in.
+///
+/// # Safety
+/// `data` is the current trigger call's.
+unsafe fn armed_at(data: &pg_sys::TriggerData) -> UnixMillis {
+    // SAFETY: the caller's contract: the trigger is valid; tgargs holds tgnargs C strings.
+    let armed = unsafe {
+        let trigger = &*data.tg_trigger;
+        (trigger.tgnargs >= 2)
+            .then(|| CStr::from_ptr(*trigger.tgargs.add(1)).to_str().ok()?.parse::<i64>().ok())
+            .flatten()
+    };
+    // SAFETY: set once when the postmaster starts.
+    armed.map_or_else(|| from_pg_micros(unsafe { pg_sys::PgStartTime }), UnixMillis)
 }
 
 /// The ID in the column the trigger names, `None` when it is NULL. A column
@@ -163,24 +152,15 @@ unsafe fn table_name(rel: pg_sys::Relation) -> String {
     }
 }
 
-/// An origin's name; `None` when it no longer exists.
-fn origin_name(origin: Origin) -> Option<String> {
-    let mut name: *mut c_char = std::ptr::null_mut();
-    // SAFETY: a catalog lookup inside the worker's transaction; with
-    // missing_ok it returns false instead of raising.
-    let found = unsafe { pg_sys::replorigin_by_oid(origin, true, &mut name) };
-    // SAFETY: a palloc'd C string when found.
-    (found && !name.is_null()).then(|| unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
-}
-
-/// Where rows of `origin` come from: the subscription (a native one's origin
-/// is named `pg_<subscription oid>`), otherwise the origin's own name.
+/// Where rows of `origin` come from: the subscription (a native one's
+/// origin is named `pg_<subscription oid>`, or `pg_<oid>_<table oid>` for
+/// its table synchronisation), otherwise the origin's own name.
 fn source(origin: Origin) -> String {
-    let Some(name) = origin_name(origin) else { return format!("replication origin {origin}") };
-    let subscription = name.strip_prefix("pg_").and_then(|oid| oid.parse::<u32>().ok()).and_then(|oid| {
+    let Some(name) = publisher::origin_name(origin) else { return format!("replication origin {origin}") };
+    let subscription = publisher::subscription_of(&name).and_then(|oid| {
         Spi::get_one_with_args::<String>(
             "SELECT subname::text FROM pg_catalog.pg_subscription WHERE oid = $1",
-            &[pg_sys::Oid::from(oid).into()],
+            &[oid.into()],
         )
         .ok()
         .flatten()
@@ -188,6 +168,18 @@ fn source(origin: Origin) -> String {
     match subscription {
         Some(sub) => format!("subscription \"{sub}\""),
         None => format!("replication origin \"{name}\""),
+    }
+}
+
+/// A server as a report names it.
+fn server_text(server: &Server) -> String {
+    if server.timeline == 0 {
+        format!(
+            "the sender behind a replication origin of another replication system (name hash {:016x})",
+            server.system
+        )
+    } else {
+        format!("the server with system identifier {} (timeline {})", server.system, server.timeline)
     }
 }
 
@@ -199,30 +191,45 @@ fn node_text(codec: &Codec, node: Node) -> String {
     }
 }
 
-fn report(codec: &Codec, node: Node, id: i64, origin: Origin, first: Option<Origin>, table: &str) {
+fn report(
+    codec: &Codec,
+    node: Node,
+    id: i64,
+    origin: Origin,
+    server: Option<Server>,
+    other: Option<Delivered>,
+    table: &str,
+) {
     let number = node_text(codec, node);
     let from = source(origin);
-    let (message, detail) = match first {
-        None => (
+    let (message, detail) = match (server, other) {
+        (Some(server), Some(other)) => (
+            format!("snowflake_id number ({number}) arrives from two servers in table \"{table}\""),
+            format!(
+                "The applied ID {id} arrives through {from} from {}, among IDs of that number from {} to {} that \
+                 arrived from {} (since this server started): two servers generate with it at once, and their IDs \
+                 can repeat.{}",
+                server_text(&server),
+                other.low,
+                other.high,
+                server_text(&other.server),
+                if server.system == other.server.system {
+                    " Both are one system on two timelines: the old primary of a failover still generates beside \
+                     the promoted standby (split brain)."
+                } else {
+                    ""
+                }
+            ),
+        ),
+        _ => (
             format!("snowflake_id number ({number}) of this server arrives from {from} in table \"{table}\""),
             format!(
                 "The applied ID {id} carries this server's own snowflake_id number: another server generates with \
                  it, and IDs of the two can repeat."
             ),
         ),
-        Some(first) => (
-            format!(
-                "snowflake_id number ({number}) arrives from {from} and from {} in table \"{table}\"",
-                source(first)
-            ),
-            format!(
-                "The applied ID {id} carries a number that arrived first from the other (since this server \
-                 started): two servers upstream generate with it, and their IDs can repeat. A server's rows that \
-                 reach this one along two paths are reported the same way."
-            ),
-        ),
     };
-    shmem::guard().record(&message, clock::now());
+    shmem::guard().record(&format!("{message}. {detail}"), clock::now());
     let action = settings::guard_action();
     let report =
         error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message).set_detail(detail).set_hint(

@@ -9,7 +9,7 @@
 //! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step |
 //! | SQL | [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`] |
 //! | policy | [`marks`]: making a mark durable, replaying one |
-//! | mechanism | [`wal`], [`shmem`], [`state_file`] |
+//! | mechanism | [`wal`], [`shmem`], [`state_file`], [`publisher`]: which server an apply worker's rows come from |
 //! | base | [`settings`], [`error`], [`clock`], [`control`], [`timestamp`], [`ffi`] |
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(ffi_unwind_calls)]
@@ -25,6 +25,7 @@ mod generate;
 mod guard;
 mod marks;
 mod new_space;
+mod publisher;
 mod settings;
 mod shmem;
 mod startup;

@@ -154,7 +154,7 @@ impl State {
 }
 
 /// The longest clash report kept for snowflake_status(), in bytes.
-const LAST_CLASH_LEN: usize = 512;
+const LAST_CLASH_LEN: usize = 1024;
 
 /// What the guard keeps: the first origin of each node, and the clashes.
 pub struct GuardState {

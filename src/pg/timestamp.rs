@@ -21,7 +21,13 @@ pub fn unix_millis(ts: TimestampWithTimeZone) -> Option<UnixMillis> {
     if !ts.is_finite() {
         return None;
     }
-    Some(UnixMillis(ts.into_inner().div_euclid(1000) + PG_EPOCH_UNIX_MS))
+    Some(from_pg_micros(ts.into_inner()))
+}
+
+/// PostgreSQL's `TimestampTz` (microseconds since 2000-01-01) in Unix
+/// milliseconds, rounded down.
+pub fn from_pg_micros(micros: i64) -> UnixMillis {
+    UnixMillis(micros.div_euclid(1000) + PG_EPOCH_UNIX_MS)
 }
 
 /// When the last tick of `codec`'s timestamp field starts, as messages show it.

@@ -1,35 +1,81 @@
 //! The guard: catching two servers that generate with one node number where
 //! their IDs meet, in rows applied by logical replication.
 //!
-//! Two checks, for each applied ID:
+//! A clash is two *servers* generating with one number at the same time, not
+//! two subscriptions, two databases or two replication origins: one server's
+//! rows may arrive along several of those. So each applied ID comes with the
+//! [`Server`] it was received from (the caller asks the publisher who it is),
+//! and for each node the guard keeps the range of IDs each server delivered
+//! ([`Owners`], in shared memory since server start). Two checks, for each
+//! applied ID:
 //! - the ID carries this server's own node: another live server uses it;
-//! - the ID's node arrived earlier from another replication origin: two
-//!   servers upstream share it (at an aggregator).
+//! - the ID falls among another server's IDs of the same node, or theirs
+//!   among this server's: two servers generate with it. Generators that take
+//!   a number over one after the other never interleave: a promoted standby,
+//!   a restored backup, a pg_upgrade'd cluster or a renumbered server
+//!   continue above every ID issued before, so their range starts above the
+//!   old one. Two live generators interleave as soon as each has delivered
+//!   an ID after the other's first.
 //!
-//! The first origin seen for a node owns it ([`Owners`], kept in shared memory
-//! since server start). The caller names a subscription's origin, not its
-//! table synchronisation workers' (each has an origin of its own), and hands a
-//! node over when the origin that owned it is gone ([`Owners::reassign`]). A server's rows that reach this one along two paths
-//! (forwarded by a subscriber that publishes what it applied) arrive from two
-//! origins too, and are reported the same way: the check cannot tell a
-//! forwarded row from another server's. Such a topology also applies every
-//! forwarded row twice, which the primary key refuses.
+//! A server whose system identifier equals another's on an earlier timeline
+//! descends from it (a promoted standby, a point-in-time restore) and replays
+//! its history, so it may deliver IDs among the earlier timeline's (rows a
+//! failover slot had not sent yet); the earlier timeline delivering among
+//! the later one's is the old primary generating beside its promoted standby
+//! (split brain).
+//!
+//! Only IDs at or after `judge_from` are judged: keys that are no snowflake
+//! IDs (a table's legacy keys, which decode to instants near the epoch) and
+//! IDs generated before the guard was armed are no evidence of live
+//! generators.
 
 use super::codec::{Codec, Node};
+use super::time::UnixMillis;
 
-/// A replication origin, as PostgreSQL numbers them (`RepOriginId`).
-pub type Origin = u16;
+/// A server as the guard tells them apart: the system identifier and
+/// timeline its publisher reports (`IDENTIFY_SYSTEM`). For rows of a
+/// replication origin that is no native subscription's (pglogical, Spock),
+/// a stand-in: a hash of the origin's name, with timeline 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Server {
+    pub system: u64,
+    pub timeline: u32,
+}
+
+impl Server {
+    /// Whether this server replays `other`'s history: the same system, on a
+    /// later timeline (a promoted standby or a restored backup of it).
+    pub fn descends_from(&self, other: &Server) -> bool {
+        self.timeline != 0 && self.system == other.system && self.timeline > other.timeline
+    }
+}
+
+/// The IDs of one node that one server delivered: their smallest and largest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Delivered {
+    pub server: Server,
+    pub low: i64,
+    pub high: i64,
+}
+
+impl Delivered {
+    fn overlaps(&self, other: &Delivered) -> bool {
+        self.low <= other.high && other.low <= self.high
+    }
+}
 
 /// What the guard found in one applied ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Nothing wrong, or no snowflake ID of this layout.
+    /// Nothing wrong, no snowflake ID of this layout, or one from before
+    /// the guard was armed.
     Fine,
     /// The ID carries this server's own node.
     OwnNode(Node),
-    /// The node arrived first from another origin.
-    TwoOrigins { node: Node, first: Origin },
-    /// The table of owners is full: a node not seen before is not checked.
+    /// The ID's node arrives from two servers whose IDs interleave; `other`
+    /// is what the other server delivered.
+    TwoServers { node: Node, other: Delivered },
+    /// The table of nodes is full: a node not seen before is not checked.
     Untracked(Node),
 }
 
@@ -37,65 +83,74 @@ pub enum Verdict {
 /// bits of node fields (the default layout has 10).
 pub const CAPACITY: usize = 4096;
 
-/// The first origin each node arrived from: a fixed open-addressing table,
-/// plain data for shared memory.
+/// How many servers the guard remembers for one node. A node has one server
+/// at a time, or a few in a row (failovers, an upgrade); when a fifth
+/// arrives, the one whose IDs ended lowest is forgotten.
+pub const SERVERS_PER_NODE: usize = 4;
+
+/// The servers a node arrived from, with the IDs each delivered.
+#[derive(Clone, Copy, Default)]
+struct Senders {
+    delivered: [Delivered; SERVERS_PER_NODE],
+    len: usize,
+}
+
+impl Senders {
+    /// Records `id` from `server`, and returns what another server delivered
+    /// that it interleaves with.
+    fn record(&mut self, server: Server, id: i64) -> Option<Delivered> {
+        let at = match self.delivered[..self.len].iter().position(|d| d.server == server) {
+            Some(at) => at,
+            None => {
+                let at = if self.len < SERVERS_PER_NODE {
+                    self.len += 1;
+                    self.len - 1
+                } else {
+                    (0..self.len).min_by_key(|&i| self.delivered[i].high).unwrap_or(0)
+                };
+                self.delivered[at] = Delivered { server, low: id, high: id };
+                at
+            }
+        };
+        let d = &mut self.delivered[at];
+        d.low = d.low.min(id);
+        d.high = d.high.max(id);
+        let mine = *d;
+        self.delivered[..self.len]
+            .iter()
+            .find(|other| other.server != server && !server.descends_from(&other.server) && mine.overlaps(other))
+            .copied()
+    }
+}
+
+/// The servers each node arrived from: a fixed open-addressing table, plain
+/// data for shared memory.
 #[derive(Clone, Copy)]
 pub struct Owners {
     /// Node keys (`datacenter << 32 | worker`, plus one; zero is free).
     keys: [u64; CAPACITY],
-    origins: [Origin; CAPACITY],
+    senders: [Senders; CAPACITY],
     len: usize,
 }
 
 impl Default for Owners {
     fn default() -> Self {
-        Owners { keys: [0; CAPACITY], origins: [0; CAPACITY], len: 0 }
+        Owners { keys: [0; CAPACITY], senders: [Senders::default(); CAPACITY], len: 0 }
     }
-}
-
-/// What [`Owners::claim`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Claim {
-    Owned,
-    Other(Origin),
-    Full,
 }
 
 impl Owners {
-    /// Records `origin` as the node's owner unless it has one; says whether
-    /// `origin` owns it.
-    fn claim(&mut self, node: Node, origin: Origin) -> Claim {
+    /// The senders of `node`, made an entry if it has none; `None` when the
+    /// table is full.
+    fn entry(&mut self, node: Node) -> Option<&mut Senders> {
         let key = key_of(node);
-        for slot in self.slots(key) {
-            match self.keys[slot] {
-                0 => {
-                    self.keys[slot] = key;
-                    self.origins[slot] = origin;
-                    self.len += 1;
-                    return Claim::Owned;
-                }
-                k if k == key => {
-                    return if self.origins[slot] == origin { Claim::Owned } else { Claim::Other(self.origins[slot]) };
-                }
-                _ => {}
-            }
-        }
-        Claim::Full
-    }
-
-    /// Makes `origin` the node's owner: the one that owned it is gone (its
-    /// subscription was dropped).
-    pub fn reassign(&mut self, node: Node, origin: Origin) {
-        let key = key_of(node);
-        if let Some(slot) = self.slots(key).find(|&slot| self.keys[slot] == key) {
-            self.origins[slot] = origin;
-        }
-    }
-
-    /// The slots a key may sit in, in probing order.
-    fn slots(&self, key: u64) -> impl Iterator<Item = usize> {
         let start = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CAPACITY;
-        (0..CAPACITY).map(move |i| (start + i) % CAPACITY)
+        let slot = (0..CAPACITY).map(|i| (start + i) % CAPACITY).find(|&s| self.keys[s] == key || self.keys[s] == 0)?;
+        if self.keys[slot] == 0 {
+            self.keys[slot] = key;
+            self.len += 1;
+        }
+        Some(&mut self.senders[slot])
     }
 
     pub fn len(&self) -> usize {
@@ -112,18 +167,33 @@ fn key_of(node: Node) -> u64 {
     ((node.datacenter << 32) | node.worker).wrapping_add(1)
 }
 
-/// Checks one ID applied from `origin` at a server with node `own` and the
-/// ID settings `codec`, recording the node's owner.
-pub fn check(codec: &Codec, own: Node, owners: &mut Owners, id: i64, origin: Origin) -> Verdict {
+/// Checks one ID applied from `server` at a server with node `own` and the
+/// ID settings `codec`, judging only IDs of `judge_from` or later, and
+/// records what `server` delivered. With no `server` (the publisher could
+/// not be asked), only the own-number check is made.
+pub fn check(
+    codec: &Codec,
+    own: Node,
+    owners: &mut Owners,
+    id: i64,
+    server: Option<Server>,
+    judge_from: UnixMillis,
+) -> Verdict {
     let Ok(d) = codec.decode(id) else { return Verdict::Fine };
+    if codec.instant_of(d.tick).is_none_or(|at| at.0 < judge_from.0) {
+        return Verdict::Fine;
+    }
     let node = Node { datacenter: d.datacenter.unwrap_or(0), worker: d.worker.unwrap_or(0) };
     if node == own {
         return Verdict::OwnNode(node);
     }
-    match owners.claim(node, origin) {
-        Claim::Owned => Verdict::Fine,
-        Claim::Other(first) => Verdict::TwoOrigins { node, first },
-        Claim::Full => Verdict::Untracked(node),
+    let Some(server) = server else { return Verdict::Fine };
+    match owners.entry(node) {
+        None => Verdict::Untracked(node),
+        Some(senders) => match senders.record(server, id) {
+            None => Verdict::Fine,
+            Some(other) => Verdict::TwoServers { node, other },
+        },
     }
 }
 
@@ -131,12 +201,14 @@ pub fn check(codec: &Codec, own: Node, owners: &mut Owners, id: i64, origin: Ori
 mod tests {
     use super::*;
     use crate::snowflake::layout::Layout;
-    use crate::snowflake::time::{TimeBase, UnixMillis};
+    use crate::snowflake::time::TimeBase;
+
+    const EPOCH: i64 = 1_735_689_600_000;
 
     fn codec() -> Codec {
         Codec::new(
             Layout::parse("timestamp:41,datacenter:5,worker:5,sequence:12").unwrap(),
-            TimeBase::new(UnixMillis(0), 1).unwrap(),
+            TimeBase::new(UnixMillis(EPOCH), 1).unwrap(),
         )
     }
 
@@ -147,34 +219,113 @@ mod tests {
 
     const OWN: Node = Node { datacenter: 1, worker: 1 };
     const A: Node = Node { datacenter: 2, worker: 5 };
+    const ARMED: UnixMillis = UnixMillis(EPOCH + 1_000);
+    const P: Server = Server { system: 7001, timeline: 1 };
+    const Q: Server = Server { system: 7002, timeline: 1 };
 
-    #[test]
-    fn an_id_with_our_own_node_is_caught_from_any_origin() {
-        let mut owners = Owners::default();
-        assert_eq!(check(&codec(), OWN, &mut owners, id_of(OWN, 10), 1), Verdict::OwnNode(OWN));
-        assert!(owners.is_empty(), "our own node is never owned by an origin");
+    fn check_at(owners: &mut Owners, node: Node, tick: u64, server: Server) -> Verdict {
+        check(&codec(), OWN, owners, id_of(node, tick), Some(server), ARMED)
     }
 
     #[test]
-    fn one_node_from_two_origins_is_caught_naming_the_first() {
+    fn an_id_with_our_own_node_is_caught_from_any_server() {
         let mut owners = Owners::default();
-        assert_eq!(check(&codec(), OWN, &mut owners, id_of(A, 10), 7), Verdict::Fine);
-        assert_eq!(check(&codec(), OWN, &mut owners, id_of(A, 11), 7), Verdict::Fine, "the same origin again");
-        assert_eq!(check(&codec(), OWN, &mut owners, id_of(A, 12), 9), Verdict::TwoOrigins { node: A, first: 7 });
-        let b = Node { datacenter: 2, worker: 6 };
-        assert_eq!(check(&codec(), OWN, &mut owners, id_of(b, 12), 9), Verdict::Fine, "another node");
-        assert_eq!(owners.len(), 2);
-        // Origin 7 is gone: 9 takes its node over, and 7 would now be the second.
-        owners.reassign(A, 9);
-        assert_eq!(check(&codec(), OWN, &mut owners, id_of(A, 13), 9), Verdict::Fine);
-        assert_eq!(check(&codec(), OWN, &mut owners, id_of(A, 14), 7), Verdict::TwoOrigins { node: A, first: 9 });
+        assert_eq!(check_at(&mut owners, OWN, 5_000, P), Verdict::OwnNode(OWN));
+        assert!(owners.is_empty(), "our own node is never recorded");
+    }
+
+    #[test]
+    fn one_server_through_any_number_of_paths_is_one_server() {
+        let mut owners = Owners::default();
+        for tick in [5_000, 5_010, 5_005, 5_020, 5_001] {
+            assert_eq!(check_at(&mut owners, A, tick, P), Verdict::Fine);
+        }
+        assert_eq!(owners.len(), 1);
+    }
+
+    #[test]
+    fn two_live_servers_are_caught_once_their_ids_interleave() {
+        let mut owners = Owners::default();
+        assert_eq!(check_at(&mut owners, A, 5_000, P), Verdict::Fine);
+        // Q's first IDs above all of P's: a server that took the number over, so far.
+        assert_eq!(check_at(&mut owners, A, 5_100, Q), Verdict::Fine);
+        // P again: the two generate at once.
+        let Verdict::TwoServers { node, other } = check_at(&mut owners, A, 5_200, P) else { panic!("not caught") };
+        assert_eq!((node, other.server, other.low, other.high), (A, Q, id_of(A, 5_100), id_of(A, 5_100)));
+        // And Q's next ID, among P's, is caught from its side too.
+        let mut owners = Owners::default();
+        check_at(&mut owners, A, 5_000, P);
+        check_at(&mut owners, A, 5_200, P);
+        assert!(matches!(check_at(&mut owners, A, 5_100, Q), Verdict::TwoServers { other, .. } if other.server == P));
+    }
+
+    #[test]
+    fn servers_that_take_a_number_over_one_after_the_other_never_clash() {
+        let mut owners = Owners::default();
+        let upgraded = Server { system: 9_999, timeline: 1 };
+        let promoted = Server { system: 9_999, timeline: 2 };
+        for (server, ticks) in [(P, 5_000..5_050), (upgraded, 6_000..6_050), (promoted, 7_000..7_050)] {
+            for tick in ticks {
+                assert_eq!(check_at(&mut owners, A, tick, server), Verdict::Fine, "{server:?} at {tick}");
+            }
+        }
+        // Late rows of a server already replaced, below its successor's IDs: no new generator.
+        assert_eq!(check_at(&mut owners, A, 5_049, P), Verdict::Fine);
+    }
+
+    #[test]
+    fn a_promoted_standby_may_resend_its_primarys_rows_but_the_old_primary_may_not_go_on() {
+        let mut owners = Owners::default();
+        let old = Server { system: 4242, timeline: 1 };
+        let new = Server { system: 4242, timeline: 2 };
+        assert_eq!(check_at(&mut owners, A, 5_000, old), Verdict::Fine);
+        assert_eq!(check_at(&mut owners, A, 5_100, old), Verdict::Fine);
+        // The failover slot's rows the old primary had not sent: among its IDs, from the new timeline.
+        assert_eq!(check_at(&mut owners, A, 5_050, new), Verdict::Fine);
+        assert_eq!(check_at(&mut owners, A, 6_000, new), Verdict::Fine);
+        // Split brain: the old primary still generates.
+        let Verdict::TwoServers { other, .. } = check_at(&mut owners, A, 6_100, old) else { panic!("not caught") };
+        assert_eq!(other.server, new);
+    }
+
+    #[test]
+    fn keys_from_before_the_guard_was_armed_are_not_judged() {
+        let mut owners = Owners::default();
+        // Legacy keys 1, 3, 5, ... and 2, 4, 6, ...: node (0, 0) at the epoch.
+        for key in (1..200).step_by(2) {
+            assert_eq!(check(&codec(), Node::default(), &mut owners, key, Some(P), ARMED), Verdict::Fine);
+        }
+        for key in (2..200).step_by(2) {
+            assert_eq!(check(&codec(), Node::default(), &mut owners, key, Some(Q), ARMED), Verdict::Fine);
+        }
+        assert!(owners.is_empty());
+        // The same IDs generated after arming are judged.
+        assert_eq!(check_at(&mut owners, OWN, 1_000, P), Verdict::OwnNode(OWN));
+        assert_eq!(check_at(&mut owners, OWN, 999, P), Verdict::Fine);
     }
 
     #[test]
     fn what_is_no_id_of_this_layout_passes() {
         let mut owners = Owners::default();
-        assert_eq!(check(&codec(), OWN, &mut owners, -5, 1), Verdict::Fine);
-        assert_eq!(check(&codec(), OWN, &mut owners, i64::MAX, 1), Verdict::Fine, "stray bits");
+        assert_eq!(check(&codec(), OWN, &mut owners, -5, Some(P), UnixMillis(i64::MIN)), Verdict::Fine);
+        let narrow = Codec::new(Layout::parse("timestamp:40,worker:10,sequence:12").unwrap(), codec().time);
+        assert_eq!(
+            check(&narrow, OWN, &mut owners, 1 << 62, Some(P), UnixMillis(i64::MIN)),
+            Verdict::Fine,
+            "stray bits"
+        );
+        assert!(owners.is_empty());
+    }
+
+    #[test]
+    fn a_fifth_server_of_a_node_replaces_the_one_whose_ids_ended_lowest() {
+        let mut owners = Owners::default();
+        let server = |n: u64| Server { system: n, timeline: 1 };
+        for n in 0..SERVERS_PER_NODE as u64 + 1 {
+            assert_eq!(check_at(&mut owners, A, 5_000 + 100 * n, server(n)), Verdict::Fine);
+        }
+        // Server 1 is still remembered: its IDs interleaving with a newer one's are caught.
+        assert!(matches!(check_at(&mut owners, A, 5_450, server(1)), Verdict::TwoServers { .. }));
     }
 
     #[test]
@@ -182,16 +333,23 @@ mod tests {
         let wide = Codec::new(Layout::parse("timestamp:30,worker:20,sequence:12").unwrap(), codec().time);
         let mut owners = Owners::default();
         let node = |w: u64| Node { datacenter: 0, worker: w };
-        let id = |w: u64| {
+        let id = |w: u64, tick: u64| {
             let t = wide.template(node(w));
-            t.encode(t.position(1), 0)
+            t.encode(t.position(tick), 0)
         };
         for w in 1..=CAPACITY as u64 {
-            assert_eq!(check(&wide, node(0), &mut owners, id(w), 1), Verdict::Fine);
+            assert_eq!(check(&wide, node(0), &mut owners, id(w, 5_000), Some(P), ARMED), Verdict::Fine);
         }
         assert_eq!(owners.len(), CAPACITY);
         let extra = CAPACITY as u64 + 1;
-        assert_eq!(check(&wide, node(0), &mut owners, id(extra), 1), Verdict::Untracked(node(extra)));
-        assert_eq!(check(&wide, node(0), &mut owners, id(17), 2), Verdict::TwoOrigins { node: node(17), first: 1 });
+        assert_eq!(
+            check(&wide, node(0), &mut owners, id(extra, 5_000), Some(P), ARMED),
+            Verdict::Untracked(node(extra))
+        );
+        check(&wide, node(0), &mut owners, id(17, 5_100), Some(Q), ARMED);
+        assert!(matches!(
+            check(&wide, node(0), &mut owners, id(17, 5_200), Some(P), ARMED),
+            Verdict::TwoServers { .. }
+        ));
     }
 }
