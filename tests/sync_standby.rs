@@ -133,3 +133,36 @@ fn a_statement_running_when_synchronous_standby_names_is_set_waits_from_then_on(
     let e = result.unwrap_err();
     assert_eq!(db_error(&e).0, "57014", "{e}");
 }
+
+#[test]
+fn only_a_cancel_or_termination_fails_a_wait_for_the_standbys() {
+    let primary = Cluster::new("syncinterrupt", &["log_min_messages = log"]);
+    primary.start();
+    primary.session();
+    primary.stop();
+    // Named at start: the first call's mark waits for a standby that never comes.
+    primary.set("synchronous_standby_names = 'nosuch'");
+    primary.start();
+    let next_id = |s: &mut postgres::Client| s.query_one("SELECT snowflake_next_id()", &[]).map(|r| r.get::<_, i64>(0));
+    // Asking a waiting backend to log its memory contexts interrupts it too;
+    // only the cancel that follows ends its wait, with an error.
+    let (pid, run) = run_in_session(&primary, next_id);
+    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(10)), "no wait");
+    primary.one::<bool>(&format!("SELECT pg_log_backend_memory_contexts({pid})"));
+    std::thread::sleep(Duration::from_millis(300));
+    primary.one::<bool>(&format!("SELECT pg_cancel_backend({pid})"));
+    let e = run.join().unwrap().unwrap_err();
+    assert_eq!(db_error(&e).0, "57014", "{e}");
+
+    // The same interrupt, then the DBA stops asking for standbys: the wait
+    // ends without them, as a commit's does, and the call hands out its ID.
+    let (pid, run) = run_in_session(&primary, next_id);
+    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(10)), "no wait");
+    primary.one::<bool>(&format!("SELECT pg_log_backend_memory_contexts({pid})"));
+    std::thread::sleep(Duration::from_millis(300));
+    name_synchronous_standbys(&primary, "");
+    let id = run.join().unwrap().unwrap_or_else(|e| panic!("no ID once no standby is asked for: {:?}", db_error(&e)));
+    assert!(id > 0);
+    let logged = format!("logging memory contexts of PID {pid}");
+    assert!(primary.log().contains(&logged), "the interrupt was served after the call:\n{}", primary.log());
+}

@@ -146,6 +146,37 @@ fn standbys_defined() -> bool {
     !names.is_null() && unsafe { *names } != 0
 }
 
+/// [`standbys_defined`] once a wait has ended without the standbys, read
+/// under `SyncRepLock`: the checkpointer wakes the waiting backends and then
+/// records that none are named, both under that lock, so a backend it woke
+/// may otherwise still read the old status. Without the lock (a server that
+/// has another lock in its slot) a stale read fails the call, at worst.
+fn standbys_defined_after_wait() -> bool {
+    let Some(lock) = sync_rep_lock() else { return standbys_defined() };
+    // SAFETY: an initialised LWLock in shared memory, taken by a backend that
+    // holds no other (see ffi::lwlock_acquire), and released right after.
+    unsafe { ffi::lwlock_acquire(lock, pg_sys::LWLockMode::LW_SHARED) };
+    let defined = standbys_defined();
+    // SAFETY: taken just above.
+    unsafe { ffi::lwlock_release(lock) };
+    defined
+}
+
+/// `SyncRepLock`'s slot among PostgreSQL's individual LWLocks (15 to 18). It
+/// is a C macro (`&MainLWLockArray[32].lock`), so bindings do not have it.
+const SYNC_REP_LOCK: u16 = 32;
+
+/// `SyncRepLock`, if this server has it in the slot this build expects.
+fn sync_rep_lock() -> Option<*mut pg_sys::LWLock> {
+    // SAFETY: looks the name up in a static table.
+    let name = unsafe { pg_sys::GetLWLockIdentifier(pg_sys::PG_WAIT_LWLOCK, SYNC_REP_LOCK) };
+    // SAFETY: a static C string, or NULL.
+    let name = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) });
+    // SAFETY: the individual LWLocks live in shared memory from server start.
+    (name == Some(c"SyncRep"))
+        .then(|| unsafe { &raw mut (*pg_sys::MainLWLockArray.add(usize::from(SYNC_REP_LOCK))).lock })
+}
+
 /// `WalSndCtl->sync_standbys_status`, read by its place, the byte after
 /// `lsn`: minor releases before 15.13, 16.9 and 17.5 have the bool
 /// `sync_standbys_defined` there instead (same place, same size), and their
@@ -204,11 +235,13 @@ fn confirmed(lsn: pg_sys::XLogRecPtr, mode: usize) -> bool {
 /// session's `synchronous_commit` asks for synchronous standbys and the
 /// server's `synchronous_standby_names` names some (as the server last read
 /// it: a statement running when the DBA names standbys waits from then on).
-/// The mark is shared, and may have been written by a session that did not ask, so every
-/// session that asks checks before it hands out IDs; the check is a few
-/// reads, and the wait happens about once per mark. A cancel request,
-/// statement_timeout or termination ends the wait as it ends a commit's, with
-/// PostgreSQL's WARNING; the caller then hands out nothing.
+/// The mark is shared, and may have been written by a session that did not
+/// ask, so every session that asks checks before it hands out IDs; the check
+/// is a few reads, and the wait happens about once per mark. A cancel
+/// request, statement_timeout or termination ends the wait as it ends a
+/// commit's, with PostgreSQL's WARNING; the caller then hands out nothing.
+/// Emptying `synchronous_standby_names` ends it too, and the caller hands out
+/// its IDs, whatever other interrupt came meanwhile.
 #[inline]
 pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), SyncWaitCancelled> {
     let Some(mode) = sync_mode() else { return Ok(()) };
@@ -228,13 +261,19 @@ pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), Sync
     }
     // Not confirmed: the wait was cancelled, or it ended (or never began)
     // because synchronous_standby_names no longer names any standby. A
-    // cancel leaves InterruptPending set, a termination ProcDiePending.
+    // termination leaves ProcDiePending set. A cancel leaves InterruptPending
+    // set (PostgreSQL clears QueryCancelPending as it ends the wait), but so
+    // do interrupts the wait does not serve (a request to log memory
+    // contexts, a barrier): with no standbys named any more, the wait ended
+    // because of that, not of the interrupt.
     // SAFETY: flags of this process, set by signal handlers.
-    let interrupted = unsafe {
-        std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0
-            || std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0
+    let (interrupted, dying) = unsafe {
+        (
+            std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0,
+            std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0,
+        )
     };
-    if interrupted {
+    if dying || (interrupted && standbys_defined_after_wait()) {
         Err(SyncWaitCancelled)
     } else {
         Ok(())
