@@ -79,3 +79,90 @@ fn a_mark_waits_for_the_synchronous_standby_and_a_promoted_one_continues_above_a
     let next: i64 = standby.one("SELECT snowflake_next_id()");
     assert!(next > burst, "the promoted standby continues above the IDs handed out: {next} after {burst}");
 }
+
+/// Sets `synchronous_standby_names` as a DBA does while the server runs.
+fn name_synchronous_standbys(c: &Cluster, names: &str) {
+    let mut admin = c.connect();
+    admin.batch_execute(&format!("ALTER SYSTEM SET synchronous_standby_names = '{names}'")).unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+/// Whether the backend `pid` comes to wait for synchronous standbys within `limit`.
+fn waits_for_standbys(c: &Cluster, pid: i32, limit: Duration) -> bool {
+    let mut admin = c.connect();
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let event: Option<String> =
+            admin.query_one("SELECT wait_event FROM pg_stat_activity WHERE pid = $1", &[&pid]).unwrap().get(0);
+        if event.as_deref() == Some("SyncRep") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A session's backend pid, and a call to generate an ID running in it.
+type Running<T> = (i32, std::thread::JoinHandle<Result<T, postgres::Error>>);
+
+fn run_in_session<T: Send + 'static>(
+    c: &Cluster,
+    call: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+) -> Running<T> {
+    let mut s = c.connect();
+    let pid: i32 = s.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    (pid, std::thread::spawn(move || call(&mut s)))
+}
+
+#[test]
+fn a_statement_running_when_synchronous_standby_names_is_set_waits_from_then_on() {
+    let primary = Cluster::new("syncset", &[]);
+    primary.start();
+    primary.session();
+    // A backend rereads the configuration only between statements: the
+    // shared view of synchronous_standby_names decides, as for a commit.
+    let (pid, run) = run_in_session(&primary, |s| {
+        s.batch_execute("SET statement_timeout = '20s'")?;
+        s.query("SELECT snowflake_next_id(), pg_sleep(0.01) FROM generate_series(1, 500)", &[]).map(|r| r.len())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    name_synchronous_standbys(&primary, "nosuch");
+    let waited = waits_for_standbys(&primary, pid, Duration::from_secs(4));
+    let result = run.join().unwrap();
+    assert!(waited, "the statement did not wait for the standby named while it ran: {result:?}");
+    let e = result.unwrap_err();
+    assert_eq!(db_error(&e).0, "57014", "{e}");
+}
+
+#[test]
+fn only_a_cancel_or_termination_fails_a_wait_for_the_standbys() {
+    let primary = Cluster::new("syncinterrupt", &["log_min_messages = log"]);
+    primary.start();
+    primary.session();
+    primary.stop();
+    // Named at start: the first call's mark waits for a standby that never comes.
+    primary.set("synchronous_standby_names = 'nosuch'");
+    primary.start();
+    let next_id = |s: &mut postgres::Client| s.query_one("SELECT snowflake_next_id()", &[]).map(|r| r.get::<_, i64>(0));
+    // Asking a waiting backend to log its memory contexts interrupts it too;
+    // only the cancel that follows ends its wait, with an error.
+    let (pid, run) = run_in_session(&primary, next_id);
+    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(10)), "no wait");
+    primary.one::<bool>(&format!("SELECT pg_log_backend_memory_contexts({pid})"));
+    std::thread::sleep(Duration::from_millis(300));
+    primary.one::<bool>(&format!("SELECT pg_cancel_backend({pid})"));
+    let e = run.join().unwrap().unwrap_err();
+    assert_eq!(db_error(&e).0, "57014", "{e}");
+
+    // The same interrupt, then the DBA stops asking for standbys: the wait
+    // ends without them, as a commit's does, and the call hands out its ID.
+    let (pid, run) = run_in_session(&primary, next_id);
+    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(10)), "no wait");
+    primary.one::<bool>(&format!("SELECT pg_log_backend_memory_contexts({pid})"));
+    std::thread::sleep(Duration::from_millis(300));
+    name_synchronous_standbys(&primary, "");
+    let id = run.join().unwrap().unwrap_or_else(|e| panic!("no ID once no standby is asked for: {:?}", db_error(&e)));
+    assert!(id > 0);
+    let logged = format!("logging memory contexts of PID {pid}");
+    assert!(primary.log().contains(&logged), "the interrupt was served after the call:\n{}", primary.log());
+}

@@ -284,3 +284,54 @@ fn a_state_file_in_the_new_cluster_before_pg_upgrade_is_kept_under_another_name(
     let log = new.log();
     assert!(log.contains(&format!("kept as \"{}\"", kept.display())), "{log}");
 }
+
+#[test]
+fn an_old_cluster_configured_like_pg_upgrades_new_one_keeps_its_state_file() {
+    // fsync = off comes with every test cluster: with full_page_writes off
+    // too, the old cluster's own configuration holds the values pg_upgrade
+    // gives the new cluster on its command line.
+    let settings = ["snowflake_id.worker_id = 5", "full_page_writes = off"];
+    let old = Cluster::new("fpwold", &settings);
+    old.start();
+    old.session().batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id())").unwrap();
+    old.connect().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
+    let old_max: i64 = old.one("SELECT max(id) FROM t");
+    old.stop();
+    let file = std::fs::read_to_string(old.state_file()).unwrap();
+
+    let new = Cluster::new("fpwnew", &settings);
+    // Options for the new cluster come on its command line after pg_upgrade's
+    // own: they do not hide it, whatever their values.
+    old.pg_upgrade(&new, &["-O", "-c fsync=on"]).unwrap_or_else(|out| panic!("{out}"));
+    assert_eq!(std::fs::read_to_string(old.state_file()).unwrap(), file, "the old cluster's state file is untouched");
+    assert!(
+        !old.data_path("snowflake_id.state.before-pg_upgrade").exists(),
+        "nothing was set aside in the old cluster"
+    );
+    new.start();
+    let e = new.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    assert_eq!(db_error(&e).0, "55000", "the new cluster waits for the old state file");
+    new.stop();
+    let copied = new.run_program("cp", &[old.state_file().to_str().unwrap(), new.state_file().to_str().unwrap()]);
+    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
+    new.start();
+    new.connect().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
+    let above: i64 = new.connect().query_one("SELECT count(*) FROM t WHERE id > $1", &[&old_max]).unwrap().get(0);
+    assert_eq!(above, 1000, "the new IDs are all above the old ones");
+}
+
+#[test]
+fn pg_upgrade_check_leaves_an_old_cluster_without_a_state_file_generating() {
+    let settings = ["snowflake_id.worker_id = 5"];
+    let old = Cluster::new("checkold", &settings);
+    old.start();
+    old.session().batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id())").unwrap();
+    old.stop();
+    assert!(!old.state_file().exists(), "the old cluster never generated");
+    let new = Cluster::new("checknew", &settings);
+    // The check starts the old cluster in binary-upgrade mode, and changes nothing.
+    old.pg_upgrade(&new, &["--check"]).unwrap_or_else(|out| panic!("{out}"));
+    assert!(!old.state_file().exists(), "the check wrote a state file into the old cluster");
+    old.start();
+    old.connect().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 10)").unwrap();
+}

@@ -506,6 +506,22 @@ fn placeholders() -> Vec<(String, Option<(String, i32)>)> {
     }
 }
 
+/// Whether the setting `name` has its value from the server's command line
+/// (`postgres -c`, or `pg_ctl -o`), which a configuration file cannot
+/// override. Postmaster only, once the configuration is read.
+pub fn set_on_command_line(name: &CStr) -> bool {
+    let name = name.to_bytes();
+    // SAFETY: the postmaster's own table of settings, read in its main thread;
+    // each entry is a valid config_generic with a name.
+    unsafe {
+        guc_variables()
+            .into_iter()
+            .map(|v| &*v)
+            .find(|v| CStr::from_ptr(v.name).to_bytes().eq_ignore_ascii_case(name))
+            .is_some_and(|v| v.source == pg_sys::GucSource::PGC_S_ARGV)
+    }
+}
+
 /// Every setting PostgreSQL knows, defined or placeholder.
 ///
 /// # Safety

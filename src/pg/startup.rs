@@ -21,7 +21,7 @@
 //! DBA brings the old cluster's file over, rather than starting again at the
 //! wall clock. The old cluster, started by pg_upgrade too, is left alone.
 
-use std::path::Path;
+use std::ffi::CStr;
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
@@ -40,6 +40,10 @@ use crate::snowflake::time::{span, UnixMillis};
 
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
+
+/// The settings pg_upgrade passes with `-c` on the new cluster's command
+/// line, and not on the old one's.
+const PG_UPGRADE_NEW_CLUSTER_OPTIONS: [&CStr; 3] = [c"fsync", c"full_page_writes", c"synchronous_commit"];
 
 /// Shared memory was set up before: this is a re-initialisation after a
 /// backend crashed. Postmaster memory only.
@@ -97,7 +101,7 @@ unsafe fn call_previous(hook: unsafe extern "C-unwind" fn()) {
 fn initial_state() -> State {
     let config = settings::config();
     let path = settings::state_path();
-    if is_pg_upgrades_new_cluster(path) {
+    if is_pg_upgrades_new_cluster() {
         note_pg_upgrade();
     }
     let file = match state_file::read() {
@@ -307,20 +311,23 @@ fn fresh_generator(config: &Config) -> Generator {
 }
 
 /// Whether this is pg_upgrade's new cluster. pg_upgrade starts both clusters
-/// in binary-upgrade mode (`-b`), the old one to read its catalog, and only
-/// the new one with `fsync` and `full_page_writes` off (PostgreSQL 15 to 18:
-/// a crash means making it again). A `pg_upgrade_output.d` directory tells
-/// nothing: `--retain`, and any failed run or `--check`, leave one behind in
-/// a cluster that may later be upgraded from.
+/// in binary-upgrade mode (`-b`), the old one to read its catalog (also for
+/// `--check`), and gives only the new one `fsync`, `full_page_writes` and
+/// `synchronous_commit` on its command line (PostgreSQL 15 to 18). Where the
+/// settings come from tells the clusters apart, not their values: an old
+/// cluster's postgresql.conf may turn all three off, and `pg_upgrade -O`
+/// options come after pg_upgrade's own on the new cluster's command line.
+/// A `pg_upgrade_output.d` directory tells nothing: `--retain`, and any
+/// failed run or `--check`, leave one behind in a cluster that may later be
+/// upgraded from.
 ///
-/// In binary-upgrade mode without a state file, the mark is unknown either
-/// way (a new cluster, or an old one whose file is gone), so that case counts
-/// too: the cost of a mistake is a refusal with a hint, not a repeated ID.
-fn is_pg_upgrades_new_cluster(path: &Path) -> bool {
+/// An old cluster without a state file is left alone too, as at any other
+/// start (it never generated, or its file is gone): a file saying its mark
+/// is unknown would make it refuse IDs after a mere `pg_upgrade --check`.
+fn is_pg_upgrades_new_cluster() -> bool {
     // SAFETY: set from the command line before libraries load, then only read.
-    let (binary_upgrade, fsync, full_page_writes) =
-        unsafe { (pg_sys::IsBinaryUpgrade, pg_sys::enableFsync, pg_sys::fullPageWrites) };
-    binary_upgrade && ((!fsync && !full_page_writes) || !path.exists())
+    let binary_upgrade = unsafe { pg_sys::IsBinaryUpgrade };
+    binary_upgrade && PG_UPGRADE_NEW_CLUSTER_OPTIONS.into_iter().all(settings::set_on_command_line)
 }
 
 /// In pg_upgrade's new cluster, the old cluster's state file has not been

@@ -9,6 +9,7 @@
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
@@ -101,24 +102,123 @@ pub fn log_mark(mark: &Mark, id_space: u32) -> pg_sys::XLogRecPtr {
 pub struct SyncWaitCancelled;
 
 /// The standbys' confirmed position this session's `synchronous_commit`
-/// waits for (their write for `remote_write`, else their flush), when it
-/// asks for synchronous standbys and `synchronous_standby_names` names some.
+/// waits for (their write for `remote_write`, else their flush), when it asks
+/// for synchronous standbys (PostgreSQL's `SyncRepRequested()`). Whether any
+/// are named is [`standbys_defined`]'s to say.
 #[inline]
 fn sync_mode() -> Option<usize> {
     use pg_sys::SyncCommitLevel::{SYNCHRONOUS_COMMIT_LOCAL_FLUSH, SYNCHRONOUS_COMMIT_REMOTE_WRITE};
     // SAFETY: this backend's settings, read in its main thread.
-    unsafe {
-        let level = pg_sys::synchronous_commit as u32;
-        let names = pg_sys::SyncRepStandbyNames;
-        if level <= SYNCHRONOUS_COMMIT_LOCAL_FLUSH || pg_sys::max_wal_senders == 0 || names.is_null() || *names == 0 {
-            return None;
-        }
-        Some(if level == SYNCHRONOUS_COMMIT_REMOTE_WRITE {
-            pg_sys::SYNC_REP_WAIT_WRITE as usize
-        } else {
-            pg_sys::SYNC_REP_WAIT_FLUSH as usize
-        })
+    let (level, wal_senders) = unsafe { (pg_sys::synchronous_commit as u32, pg_sys::max_wal_senders) };
+    if level <= SYNCHRONOUS_COMMIT_LOCAL_FLUSH || wal_senders == 0 {
+        return None;
     }
+    Some(if level == SYNCHRONOUS_COMMIT_REMOTE_WRITE {
+        pg_sys::SYNC_REP_WAIT_WRITE as usize
+    } else {
+        pg_sys::SYNC_REP_WAIT_FLUSH as usize
+    })
+}
+
+/// Flags of `WalSndCtl->sync_standbys_status` (walsender_private.h), written
+/// out because the headers of minor releases before it lack them.
+const SYNC_STANDBY_INIT: u8 = 1 << 0;
+const SYNC_STANDBY_DEFINED: u8 = 1 << 1;
+
+/// Whether synchronous standbys are named, as a commit decides it: by the
+/// checkpointer's shared view of `synchronous_standby_names`, which follows a
+/// reload at once, while this backend rereads its own copy only between
+/// statements (so a long statement would miss the DBA's change). Until the
+/// checkpointer has set that view up at start, by this backend's own copy,
+/// as PostgreSQL does.
+#[inline]
+fn standbys_defined() -> bool {
+    let shared = shared_sync_standbys();
+    if !shared_sync_standbys_are_flags() {
+        return shared != 0;
+    }
+    if shared & SYNC_STANDBY_INIT != 0 {
+        return shared & SYNC_STANDBY_DEFINED != 0;
+    }
+    // SAFETY: this backend's setting, read in its main thread.
+    let names = unsafe { pg_sys::SyncRepStandbyNames };
+    // SAFETY: not NULL, so a C string PostgreSQL keeps.
+    !names.is_null() && unsafe { *names } != 0
+}
+
+/// [`standbys_defined`] once a wait has ended without the standbys, read
+/// under `SyncRepLock`: the checkpointer wakes the waiting backends and then
+/// records that none are named, both under that lock, so a backend it woke
+/// may otherwise still read the old status. Without the lock (a server that
+/// has another lock in its slot) a stale read fails the call, at worst.
+fn standbys_defined_after_wait() -> bool {
+    let Some(lock) = sync_rep_lock() else { return standbys_defined() };
+    // SAFETY: an initialised LWLock in shared memory, taken by a backend that
+    // holds no other (see ffi::lwlock_acquire), and released right after.
+    unsafe { ffi::lwlock_acquire(lock, pg_sys::LWLockMode::LW_SHARED) };
+    let defined = standbys_defined();
+    // SAFETY: taken just above.
+    unsafe { ffi::lwlock_release(lock) };
+    defined
+}
+
+/// `SyncRepLock`'s slot among PostgreSQL's individual LWLocks (15 to 18). It
+/// is a C macro (`&MainLWLockArray[32].lock`), so bindings do not have it.
+const SYNC_REP_LOCK: u16 = 32;
+
+/// `SyncRepLock`, if this server has it in the slot this build expects.
+fn sync_rep_lock() -> Option<*mut pg_sys::LWLock> {
+    // SAFETY: looks the name up in a static table.
+    let name = unsafe { pg_sys::GetLWLockIdentifier(pg_sys::PG_WAIT_LWLOCK, SYNC_REP_LOCK) };
+    // SAFETY: a static C string, or NULL.
+    let name = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) });
+    // SAFETY: the individual LWLocks live in shared memory from server start.
+    (name == Some(c"SyncRep"))
+        .then(|| unsafe { &raw mut (*pg_sys::MainLWLockArray.add(usize::from(SYNC_REP_LOCK))).lock })
+}
+
+/// `WalSndCtl->sync_standbys_status`, read by its place, the byte after
+/// `lsn`: minor releases before 15.13, 16.9 and 17.5 have the bool
+/// `sync_standbys_defined` there instead (same place, same size), and their
+/// headers no field of this name.
+#[inline]
+fn shared_sync_standbys() -> u8 {
+    // SAFETY: WalSndCtl lives in shared memory for the server's life, and in
+    // PostgreSQL 15 to 18 a one-byte field directly follows the `lsn` array
+    // (a byte needs no padding). The checkpointer writes it under
+    // SyncRepLock; a byte is read whole, as PostgreSQL's own unlocked fast
+    // path in SyncRepWaitForLSN reads it.
+    unsafe { std::ptr::read_volatile((&raw const (*pg_sys::WalSndCtl).lsn).add(1).cast::<u8>()) }
+}
+
+/// Whether [`shared_sync_standbys`] holds flags rather than a bool: from
+/// 15.13, 16.9, 17.5 and 18 on. Decided by the running server, which may be
+/// another minor release than the headers this library was built with.
+#[inline]
+fn shared_sync_standbys_are_flags() -> bool {
+    static FLAGS: OnceLock<bool> = OnceLock::new();
+    *FLAGS.get_or_init(|| {
+        let version = server_version_num();
+        let first_with_flags = match version / 10_000 {
+            15 => 150_013,
+            16 => 160_009,
+            17 => 170_005,
+            _ => 0,
+        };
+        version >= first_with_flags
+    })
+}
+
+/// The running server's `server_version_num`, such as 170011.
+fn server_version_num() -> u32 {
+    // SAFETY: with missing_ok an unknown name gives NULL rather than an ERROR;
+    // the value is a C string PostgreSQL keeps.
+    let value = unsafe { pg_sys::GetConfigOption(c"server_version_num".as_ptr(), true, false) };
+    if value.is_null() {
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { CStr::from_ptr(value) }.to_str().ok().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// Whether the synchronous standbys have confirmed WAL up to `lsn` (for
@@ -132,16 +232,20 @@ fn confirmed(lsn: pg_sys::XLogRecPtr, mode: usize) -> bool {
 
 /// Waits, as a commit would, until the synchronous standbys have WAL up to
 /// `lsn` (the record of the mark the caller's IDs rely on), when this
-/// session's `synchronous_commit` asks for synchronous standbys. The mark is
-/// shared, and may have been written by a session that did not ask, so every
-/// session that asks checks before it hands out IDs; the check is a few
-/// reads, and the wait happens about once per mark. A cancel request,
-/// statement_timeout or termination ends the wait as it ends a commit's, with
-/// PostgreSQL's WARNING; the caller then hands out nothing.
+/// session's `synchronous_commit` asks for synchronous standbys and the
+/// server's `synchronous_standby_names` names some (as the server last read
+/// it: a statement running when the DBA names standbys waits from then on).
+/// The mark is shared, and may have been written by a session that did not
+/// ask, so every session that asks checks before it hands out IDs; the check
+/// is a few reads, and the wait happens about once per mark. A cancel
+/// request, statement_timeout or termination ends the wait as it ends a
+/// commit's, with PostgreSQL's WARNING; the caller then hands out nothing.
+/// Emptying `synchronous_standby_names` ends it too, and the caller hands out
+/// its IDs, whatever other interrupt came meanwhile.
 #[inline]
 pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), SyncWaitCancelled> {
     let Some(mode) = sync_mode() else { return Ok(()) };
-    if lsn == 0 || confirmed(lsn, mode) {
+    if lsn == 0 || confirmed(lsn, mode) || !standbys_defined() {
         return Ok(());
     }
     // SAFETY: a backend with a PGPROC, outside any critical section, holding
@@ -155,16 +259,21 @@ pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), Sync
     if confirmed(lsn, mode) {
         return Ok(());
     }
-    // Not confirmed: the wait was cancelled, or PostgreSQL did not wait (its
-    // shared view of synchronous_standby_names, which the checkpointer
-    // updates after a reload, names none yet). A cancel leaves InterruptPending
-    // set, a termination ProcDiePending.
+    // Not confirmed: the wait was cancelled, or it ended (or never began)
+    // because synchronous_standby_names no longer names any standby. A
+    // termination leaves ProcDiePending set. A cancel leaves InterruptPending
+    // set (PostgreSQL clears QueryCancelPending as it ends the wait), but so
+    // do interrupts the wait does not serve (a request to log memory
+    // contexts, a barrier): with no standbys named any more, the wait ended
+    // because of that, not of the interrupt.
     // SAFETY: flags of this process, set by signal handlers.
-    let interrupted = unsafe {
-        std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0
-            || std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0
+    let (interrupted, dying) = unsafe {
+        (
+            std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0,
+            std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0,
+        )
     };
-    if interrupted {
+    if dying || (interrupted && standbys_defined_after_wait()) {
         Err(SyncWaitCancelled)
     } else {
         Ok(())
