@@ -357,6 +357,19 @@ fn two_publishers_with_one_number_are_caught_at_the_aggregator() {
     for fragment in [&server(&a), &server(&b), "through subscription \"sub_a\""] {
         assert!(last.contains(fragment), "{fragment:?} not in {last:?} ({line})");
     }
+
+    // Fixed by removing B: its subscription is dropped, and A's rows, whose
+    // IDs still lie around B's, are no clash any more, even with
+    // guard_action = error (it would stop A's apply until a restart).
+    let mut s = c.connect();
+    s.batch_execute("DROP SUBSCRIPTION sub_b").unwrap();
+    s.batch_execute("ALTER SYSTEM SET snowflake_id.guard_action = 'error'").unwrap();
+    s.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let clashes = guard_status(&c).clashes;
+    let mark = log_mark(&c);
+    insert(&a, 100, "a3");
+    wait_until("C has A's rows after B is gone", SHORT, &[&c], || rows(&c, "v = 'a3'") == 100);
+    assert_eq!(guard_status(&c).clashes, clashes, "{}", log_since(&c, mark));
 }
 
 /// Three publishers with their own numbers into an aggregator with its own:

@@ -65,11 +65,22 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
     if update && unsafe { id_of(data, data.tg_trigtuple) } == Some(id) {
         return pass;
     }
-    let server = publisher::server_of(origin);
+    let (server, path) = publisher::server_of(origin);
     let config = settings::config();
     // SAFETY: the trigger of this call.
     let judge_from = UnixMillis(unsafe { armed_at(data) }.0.saturating_sub(settings::max_drift_ms() as i64));
-    let verdict = guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, server, judge_from);
+    let verdict = loop {
+        let verdict =
+            guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, (server, path), judge_from);
+        match verdict {
+            // The other server's subscription was dropped (its number fixed,
+            // or the server removed): it clashes no more.
+            Verdict::TwoServers { node, other } if !publisher::path_exists(other.via) => {
+                shmem::guard().owners.forget(node, other.server);
+            }
+            verdict => break verdict,
+        }
+    };
     let (node, other) = match verdict {
         Verdict::Fine | Verdict::Untracked(_) => return pass,
         Verdict::OwnNode(node) => (node, None),

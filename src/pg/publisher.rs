@@ -33,27 +33,44 @@ pub type Origin = pg_sys::RepOriginId;
 /// pgrx does not export.
 const PG_SUBSCRIPTION: u32 = 6100;
 
-/// This process's origin and the server behind it, once asked.
-static mut ASKED: Option<(Origin, Option<Server>)> = None;
+/// This process's origin, the server behind it once asked, and its path.
+static mut ASKED: Option<(Origin, Option<Server>, u64)> = None;
 
-/// The server whose rows arrive under `origin`; `None` when it could not be
-/// asked (the caller then checks only for this server's own number).
-pub fn server_of(origin: Origin) -> Option<Server> {
+/// The server whose rows arrive under `origin` (`None` when it could not be
+/// asked: the caller then checks only for this server's own number), and the
+/// path they arrive by, as [`path_exists`] reads it.
+pub fn server_of(origin: Origin) -> (Option<Server>, u64) {
     // SAFETY: backend-local, and backends are single-threaded.
-    if let Some((asked, server)) = unsafe { ASKED } {
+    if let Some((asked, server, path)) = unsafe { ASKED } {
         if asked == origin {
-            return server;
+            return (server, path);
         }
     }
-    let server = ask(origin);
+    let name = origin_name(origin);
+    let path = path_of(origin, name.as_deref().unwrap_or_default());
+    let server = name.and_then(|name| ask(&name));
     // SAFETY: as above.
-    unsafe { ASKED = Some((origin, server)) };
-    server
+    unsafe { ASKED = Some((origin, server, path)) };
+    (server, path)
 }
 
-fn ask(origin: Origin) -> Option<Server> {
-    let name = origin_name(origin)?;
-    let Some(subscription) = subscription_of(&name) else {
+/// A path: an origin's number and its name, which PostgreSQL gives a reused
+/// number anew.
+fn path_of(origin: Origin, name: &str) -> u64 {
+    (u64::from(origin) << 48) | (fnv1a(name.as_bytes()) & PATH_NAME_BITS)
+}
+
+const PATH_NAME_BITS: u64 = (1 << 48) - 1;
+
+/// Whether the replication origin a path names still exists (a dropped
+/// subscription's does not, nor does a number reused by another).
+pub fn path_exists(path: u64) -> bool {
+    let origin = (path >> 48) as Origin;
+    origin_name(origin).is_some_and(|name| path_of(origin, &name) == path)
+}
+
+fn ask(name: &str) -> Option<Server> {
+    let Some(subscription) = subscription_of(name) else {
         return Some(Server { system: fnv1a(name.as_bytes()), timeline: 0 });
     };
     match identify(subscription) {

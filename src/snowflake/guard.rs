@@ -50,12 +50,15 @@ impl Server {
     }
 }
 
-/// The IDs of one node that one server delivered: their smallest and largest.
+/// The IDs of one node that one server delivered: their smallest and
+/// largest, and the path (the caller's token for a replication origin) they
+/// last arrived by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Delivered {
     pub server: Server,
     pub low: i64,
     pub high: i64,
+    pub via: u64,
 }
 
 impl Delivered {
@@ -96,9 +99,9 @@ struct Senders {
 }
 
 impl Senders {
-    /// Records `id` from `server`, and returns what another server delivered
-    /// that it interleaves with.
-    fn record(&mut self, server: Server, id: i64) -> Option<Delivered> {
+    /// Records `id` from `server` by `via`, and returns what another server
+    /// delivered that it interleaves with.
+    fn record(&mut self, server: Server, via: u64, id: i64) -> Option<Delivered> {
         let at = match self.delivered[..self.len].iter().position(|d| d.server == server) {
             Some(at) => at,
             None => {
@@ -108,11 +111,12 @@ impl Senders {
                 } else {
                     (0..self.len).min_by_key(|&i| self.delivered[i].high).unwrap_or(0)
                 };
-                self.delivered[at] = Delivered { server, low: id, high: id };
+                self.delivered[at] = Delivered { server, low: id, high: id, via };
                 at
             }
         };
         let d = &mut self.delivered[at];
+        d.via = via;
         d.low = d.low.min(id);
         d.high = d.high.max(id);
         let mine = *d;
@@ -120,6 +124,14 @@ impl Senders {
             .iter()
             .find(|other| other.server != server && !server.descends_from(&other.server) && mine.overlaps(other))
             .copied()
+    }
+
+    /// Forgets `server`: the path its IDs arrived by is gone.
+    fn forget(&mut self, server: Server) {
+        if let Some(at) = self.delivered[..self.len].iter().position(|d| d.server == server) {
+            self.delivered.copy_within(at + 1..self.len, at);
+            self.len -= 1;
+        }
     }
 }
 
@@ -153,6 +165,15 @@ impl Owners {
         Some(&mut self.senders[slot])
     }
 
+    /// Forgets what `server` delivered of `node`: the subscription it came
+    /// through was dropped, so a server that clashed with it is no longer
+    /// reported (until its IDs arrive again).
+    pub fn forget(&mut self, node: Node, server: Server) {
+        if let Some(senders) = self.entry(node) {
+            senders.forget(server);
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -167,16 +188,16 @@ fn key_of(node: Node) -> u64 {
     ((node.datacenter << 32) | node.worker).wrapping_add(1)
 }
 
-/// Checks one ID applied from `server` at a server with node `own` and the
-/// ID settings `codec`, judging only IDs of `judge_from` or later, and
-/// records what `server` delivered. With no `server` (the publisher could
-/// not be asked), only the own-number check is made.
+/// Checks one ID applied from `server` (by the path `via`) at a server with
+/// node `own` and the ID settings `codec`, judging only IDs of `judge_from`
+/// or later, and records what `server` delivered. With no `server` (the
+/// publisher could not be asked), only the own-number check is made.
 pub fn check(
     codec: &Codec,
     own: Node,
     owners: &mut Owners,
     id: i64,
-    server: Option<Server>,
+    (server, via): (Option<Server>, u64),
     judge_from: UnixMillis,
 ) -> Verdict {
     let Ok(d) = codec.decode(id) else { return Verdict::Fine };
@@ -190,7 +211,7 @@ pub fn check(
     let Some(server) = server else { return Verdict::Fine };
     match owners.entry(node) {
         None => Verdict::Untracked(node),
-        Some(senders) => match senders.record(server, id) {
+        Some(senders) => match senders.record(server, via, id) {
             None => Verdict::Fine,
             Some(other) => Verdict::TwoServers { node, other },
         },
@@ -223,133 +244,166 @@ mod tests {
     const P: Server = Server { system: 7001, timeline: 1 };
     const Q: Server = Server { system: 7002, timeline: 1 };
 
+    /// Runs `test` with a fresh table, on a thread with room for it (the
+    /// table is meant for shared memory, and is larger than a test thread's
+    /// stack takes in a debug build).
+    fn with_owners(test: impl FnOnce(&mut Owners) + Send + 'static) {
+        std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || test(&mut Owners::default()))
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
     fn check_at(owners: &mut Owners, node: Node, tick: u64, server: Server) -> Verdict {
-        check(&codec(), OWN, owners, id_of(node, tick), Some(server), ARMED)
+        check(&codec(), OWN, owners, id_of(node, tick), (Some(server), 0), ARMED)
     }
 
     #[test]
     fn an_id_with_our_own_node_is_caught_from_any_server() {
-        let mut owners = Owners::default();
-        assert_eq!(check_at(&mut owners, OWN, 5_000, P), Verdict::OwnNode(OWN));
-        assert!(owners.is_empty(), "our own node is never recorded");
+        with_owners(|owners| {
+            assert_eq!(check_at(owners, OWN, 5_000, P), Verdict::OwnNode(OWN));
+            assert!(owners.is_empty(), "our own node is never recorded");
+        });
     }
 
     #[test]
     fn one_server_through_any_number_of_paths_is_one_server() {
-        let mut owners = Owners::default();
-        for tick in [5_000, 5_010, 5_005, 5_020, 5_001] {
-            assert_eq!(check_at(&mut owners, A, tick, P), Verdict::Fine);
-        }
-        assert_eq!(owners.len(), 1);
+        with_owners(|owners| {
+            for tick in [5_000, 5_010, 5_005, 5_020, 5_001] {
+                assert_eq!(check_at(owners, A, tick, P), Verdict::Fine);
+            }
+            assert_eq!(owners.len(), 1);
+        });
     }
 
     #[test]
     fn two_live_servers_are_caught_once_their_ids_interleave() {
-        let mut owners = Owners::default();
-        assert_eq!(check_at(&mut owners, A, 5_000, P), Verdict::Fine);
-        // Q's first IDs above all of P's: a server that took the number over, so far.
-        assert_eq!(check_at(&mut owners, A, 5_100, Q), Verdict::Fine);
-        // P again: the two generate at once.
-        let Verdict::TwoServers { node, other } = check_at(&mut owners, A, 5_200, P) else { panic!("not caught") };
-        assert_eq!((node, other.server, other.low, other.high), (A, Q, id_of(A, 5_100), id_of(A, 5_100)));
-        // And Q's next ID, among P's, is caught from its side too.
-        let mut owners = Owners::default();
-        check_at(&mut owners, A, 5_000, P);
-        check_at(&mut owners, A, 5_200, P);
-        assert!(matches!(check_at(&mut owners, A, 5_100, Q), Verdict::TwoServers { other, .. } if other.server == P));
+        with_owners(|owners| {
+            assert_eq!(check_at(owners, A, 5_000, P), Verdict::Fine);
+            // Q's first IDs above all of P's: a server that took the number over, so far.
+            assert_eq!(check_at(owners, A, 5_100, Q), Verdict::Fine);
+            // P again: the two generate at once.
+            let Verdict::TwoServers { node, other } = check_at(owners, A, 5_200, P) else { panic!("not caught") };
+            assert_eq!((node, other.server, other.low, other.high), (A, Q, id_of(A, 5_100), id_of(A, 5_100)));
+            // And Q's next ID, among P's, is caught from its side too.
+            *owners = Owners::default();
+            check_at(owners, A, 5_000, P);
+            check_at(owners, A, 5_200, P);
+            assert!(matches!(check_at(owners, A, 5_100, Q), Verdict::TwoServers { other, .. } if other.server == P));
+        });
     }
 
     #[test]
     fn servers_that_take_a_number_over_one_after_the_other_never_clash() {
-        let mut owners = Owners::default();
-        let upgraded = Server { system: 9_999, timeline: 1 };
-        let promoted = Server { system: 9_999, timeline: 2 };
-        for (server, ticks) in [(P, 5_000..5_050), (upgraded, 6_000..6_050), (promoted, 7_000..7_050)] {
-            for tick in ticks {
-                assert_eq!(check_at(&mut owners, A, tick, server), Verdict::Fine, "{server:?} at {tick}");
+        with_owners(|owners| {
+            let upgraded = Server { system: 9_999, timeline: 1 };
+            let promoted = Server { system: 9_999, timeline: 2 };
+            for (server, ticks) in [(P, 5_000..5_050), (upgraded, 6_000..6_050), (promoted, 7_000..7_050)] {
+                for tick in ticks {
+                    assert_eq!(check_at(owners, A, tick, server), Verdict::Fine, "{server:?} at {tick}");
+                }
             }
-        }
-        // Late rows of a server already replaced, below its successor's IDs: no new generator.
-        assert_eq!(check_at(&mut owners, A, 5_049, P), Verdict::Fine);
+            // Late rows of a server already replaced, below its successor's IDs: no new generator.
+            assert_eq!(check_at(owners, A, 5_049, P), Verdict::Fine);
+        });
     }
 
     #[test]
     fn a_promoted_standby_may_resend_its_primarys_rows_but_the_old_primary_may_not_go_on() {
-        let mut owners = Owners::default();
-        let old = Server { system: 4242, timeline: 1 };
-        let new = Server { system: 4242, timeline: 2 };
-        assert_eq!(check_at(&mut owners, A, 5_000, old), Verdict::Fine);
-        assert_eq!(check_at(&mut owners, A, 5_100, old), Verdict::Fine);
-        // The failover slot's rows the old primary had not sent: among its IDs, from the new timeline.
-        assert_eq!(check_at(&mut owners, A, 5_050, new), Verdict::Fine);
-        assert_eq!(check_at(&mut owners, A, 6_000, new), Verdict::Fine);
-        // Split brain: the old primary still generates.
-        let Verdict::TwoServers { other, .. } = check_at(&mut owners, A, 6_100, old) else { panic!("not caught") };
-        assert_eq!(other.server, new);
+        with_owners(|owners| {
+            let old = Server { system: 4242, timeline: 1 };
+            let new = Server { system: 4242, timeline: 2 };
+            assert_eq!(check_at(owners, A, 5_000, old), Verdict::Fine);
+            assert_eq!(check_at(owners, A, 5_100, old), Verdict::Fine);
+            // The failover slot's rows the old primary had not sent: among its IDs, from the new timeline.
+            assert_eq!(check_at(owners, A, 5_050, new), Verdict::Fine);
+            assert_eq!(check_at(owners, A, 6_000, new), Verdict::Fine);
+            // Split brain: the old primary still generates.
+            let Verdict::TwoServers { other, .. } = check_at(owners, A, 6_100, old) else { panic!("not caught") };
+            assert_eq!(other.server, new);
+        });
     }
 
     #[test]
     fn keys_from_before_the_guard_was_armed_are_not_judged() {
-        let mut owners = Owners::default();
-        // Legacy keys 1, 3, 5, ... and 2, 4, 6, ...: node (0, 0) at the epoch.
-        for key in (1..200).step_by(2) {
-            assert_eq!(check(&codec(), Node::default(), &mut owners, key, Some(P), ARMED), Verdict::Fine);
-        }
-        for key in (2..200).step_by(2) {
-            assert_eq!(check(&codec(), Node::default(), &mut owners, key, Some(Q), ARMED), Verdict::Fine);
-        }
-        assert!(owners.is_empty());
-        // The same IDs generated after arming are judged.
-        assert_eq!(check_at(&mut owners, OWN, 1_000, P), Verdict::OwnNode(OWN));
-        assert_eq!(check_at(&mut owners, OWN, 999, P), Verdict::Fine);
+        with_owners(|owners| {
+            // Legacy keys 1, 3, 5, ... and 2, 4, 6, ...: node (0, 0) at the epoch.
+            for key in (1..200).step_by(2) {
+                assert_eq!(check(&codec(), Node::default(), owners, key, (Some(P), 0), ARMED), Verdict::Fine);
+            }
+            for key in (2..200).step_by(2) {
+                assert_eq!(check(&codec(), Node::default(), owners, key, (Some(Q), 0), ARMED), Verdict::Fine);
+            }
+            assert!(owners.is_empty());
+            // The same IDs generated after arming are judged.
+            assert_eq!(check_at(owners, OWN, 1_000, P), Verdict::OwnNode(OWN));
+            assert_eq!(check_at(owners, OWN, 999, P), Verdict::Fine);
+        });
     }
 
     #[test]
     fn what_is_no_id_of_this_layout_passes() {
-        let mut owners = Owners::default();
-        assert_eq!(check(&codec(), OWN, &mut owners, -5, Some(P), UnixMillis(i64::MIN)), Verdict::Fine);
-        let narrow = Codec::new(Layout::parse("timestamp:40,worker:10,sequence:12").unwrap(), codec().time);
-        assert_eq!(
-            check(&narrow, OWN, &mut owners, 1 << 62, Some(P), UnixMillis(i64::MIN)),
-            Verdict::Fine,
-            "stray bits"
-        );
-        assert!(owners.is_empty());
+        with_owners(|owners| {
+            assert_eq!(check(&codec(), OWN, owners, -5, (Some(P), 0), UnixMillis(i64::MIN)), Verdict::Fine);
+            let narrow = Codec::new(Layout::parse("timestamp:40,worker:10,sequence:12").unwrap(), codec().time);
+            assert_eq!(
+                check(&narrow, OWN, owners, 1 << 62, (Some(P), 0), UnixMillis(i64::MIN)),
+                Verdict::Fine,
+                "stray bits"
+            );
+            assert!(owners.is_empty());
+        });
+    }
+
+    #[test]
+    fn a_forgotten_server_clashes_no_more() {
+        with_owners(|owners| {
+            check_at(owners, A, 5_000, P);
+            check_at(owners, A, 5_100, Q);
+            assert!(matches!(check_at(owners, A, 5_200, P), Verdict::TwoServers { .. }));
+            assert!(matches!(check_at(owners, A, 5_300, P), Verdict::TwoServers { .. }), "still both");
+            owners.forget(A, Q);
+            assert_eq!(check_at(owners, A, 5_400, P), Verdict::Fine);
+        });
     }
 
     #[test]
     fn a_fifth_server_of_a_node_replaces_the_one_whose_ids_ended_lowest() {
-        let mut owners = Owners::default();
-        let server = |n: u64| Server { system: n, timeline: 1 };
-        for n in 0..SERVERS_PER_NODE as u64 + 1 {
-            assert_eq!(check_at(&mut owners, A, 5_000 + 100 * n, server(n)), Verdict::Fine);
-        }
-        // Server 1 is still remembered: its IDs interleaving with a newer one's are caught.
-        assert!(matches!(check_at(&mut owners, A, 5_450, server(1)), Verdict::TwoServers { .. }));
+        with_owners(|owners| {
+            let server = |n: u64| Server { system: n, timeline: 1 };
+            for n in 0..SERVERS_PER_NODE as u64 + 1 {
+                assert_eq!(check_at(owners, A, 5_000 + 100 * n, server(n)), Verdict::Fine);
+            }
+            // Server 1 is still remembered: its IDs interleaving with a newer one's are caught.
+            assert!(matches!(check_at(owners, A, 5_450, server(1)), Verdict::TwoServers { .. }));
+        });
     }
 
     #[test]
     fn a_full_table_leaves_new_nodes_unchecked_and_old_ones_checked() {
-        let wide = Codec::new(Layout::parse("timestamp:30,worker:20,sequence:12").unwrap(), codec().time);
-        let mut owners = Owners::default();
-        let node = |w: u64| Node { datacenter: 0, worker: w };
-        let id = |w: u64, tick: u64| {
-            let t = wide.template(node(w));
-            t.encode(t.position(tick), 0)
-        };
-        for w in 1..=CAPACITY as u64 {
-            assert_eq!(check(&wide, node(0), &mut owners, id(w, 5_000), Some(P), ARMED), Verdict::Fine);
-        }
-        assert_eq!(owners.len(), CAPACITY);
-        let extra = CAPACITY as u64 + 1;
-        assert_eq!(
-            check(&wide, node(0), &mut owners, id(extra, 5_000), Some(P), ARMED),
-            Verdict::Untracked(node(extra))
-        );
-        check(&wide, node(0), &mut owners, id(17, 5_100), Some(Q), ARMED);
-        assert!(matches!(
-            check(&wide, node(0), &mut owners, id(17, 5_200), Some(P), ARMED),
-            Verdict::TwoServers { .. }
-        ));
+        with_owners(|owners| {
+            let wide = Codec::new(Layout::parse("timestamp:30,worker:20,sequence:12").unwrap(), codec().time);
+            let node = |w: u64| Node { datacenter: 0, worker: w };
+            let id = |w: u64, tick: u64| {
+                let t = wide.template(node(w));
+                t.encode(t.position(tick), 0)
+            };
+            for w in 1..=CAPACITY as u64 {
+                assert_eq!(check(&wide, node(0), owners, id(w, 5_000), (Some(P), 0), ARMED), Verdict::Fine);
+            }
+            assert_eq!(owners.len(), CAPACITY);
+            let extra = CAPACITY as u64 + 1;
+            assert_eq!(
+                check(&wide, node(0), owners, id(extra, 5_000), (Some(P), 0), ARMED),
+                Verdict::Untracked(node(extra))
+            );
+            check(&wide, node(0), owners, id(17, 5_100), (Some(Q), 0), ARMED);
+            assert!(matches!(
+                check(&wide, node(0), owners, id(17, 5_200), (Some(P), 0), ARMED),
+                Verdict::TwoServers { .. }
+            ));
+        });
     }
 }

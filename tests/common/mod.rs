@@ -269,6 +269,11 @@ impl Cluster {
         Self::copy_of(primary, name, &[], false, false)
     }
 
+    /// Like `base_backup_of`, with a clock the test can step.
+    pub fn base_backup_with_fake_clock(primary: &Cluster, name: &str) -> Cluster {
+        Self::copy_of(primary, name, &[], false, true)
+    }
+
     fn copy_of(primary: &Cluster, name: &str, settings: &[&str], standby: bool, fake_clock: bool) -> Cluster {
         let dir = cluster_dir();
         let data = dir.join("data");
