@@ -1,0 +1,383 @@
+//! The fleet and the fault procedures. Every server shares one ID space (one
+//! layout; distinct numbers, except where a fault makes them clash on
+//! purpose):
+//! - lineage P: a primary with a physical standby (synchronous in some
+//!   phases); after a failover the promoted standby is the primary, and the
+//!   old one is rebuilt as its standby; a point-in-time restore makes a base
+//!   backup the primary;
+//! - lineage Q: a second generating server with another number;
+//! - A: an aggregator subscribed to P and Q, `snowflake_guard()` armed.
+//!
+//! Where the README or the deployment guide gives a procedure (failover,
+//! restore, renumbering), the code follows it as written, and says which.
+
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::common::Cluster;
+use crate::record::{now_us, Recorder};
+use crate::rng::Rng;
+use crate::workload::Targets;
+
+/// The fault kinds, as the campaign's last lines name them.
+pub const KINDS: [&str; 11] = [
+    "backend_kill",
+    "postmaster_kill",
+    "clean_restart",
+    "clock_step",
+    "failover",
+    "pitr_restore",
+    "settings_change",
+    "state_file_fault",
+    "sync_standby_down",
+    "subscription_reconnect",
+    "deliberate_clash",
+];
+
+const DATACENTER: i32 = 1;
+const P_WORKER: i32 = 1;
+const A_WORKER: i32 = 31;
+/// The default epoch (2025-01-01), in Unix milliseconds.
+const EPOCH_MS: i64 = 1_735_689_600_000;
+
+const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text);
+                     CREATE TABLE clash (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)";
+
+/// Settings of a server that publishes, for its number.
+fn publisher_settings(worker: i32) -> Vec<String> {
+    vec![
+        "wal_level = logical".into(),
+        "max_wal_senders = 20".into(),
+        "max_replication_slots = 20".into(),
+        "wal_keep_size = '1GB'".into(),
+        "max_connections = 60".into(),
+        format!("snowflake_id.datacenter_id = {DATACENTER}"),
+        format!("snowflake_id.worker_id = {worker}"),
+    ]
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn conninfo(c: &Cluster) -> String {
+    format!("host=127.0.0.1 port={} user=postgres dbname=postgres", c.port)
+}
+
+/// A server with the name it has in the history.
+pub struct Server {
+    pub name: String,
+    pub cluster: Cluster,
+}
+
+pub struct Fleet {
+    pub primary: Server,
+    pub standby: Option<Server>,
+    /// A base backup of the primary, not started: what a point-in-time
+    /// restore starts from.
+    pub backup: Option<Server>,
+    pub q: Server,
+    pub q_worker: i32,
+    pub q_epoch_ms: i64,
+    pub a: Cluster,
+    /// The synchronous standby is named on the primary.
+    pub sync: bool,
+    pub targets: Targets,
+    pub rec: Recorder,
+    generation: usize,
+}
+
+impl Fleet {
+    pub fn start(rec: Recorder) -> Fleet {
+        let p = Cluster::with_fake_clock("p1", &refs(&publisher_settings(P_WORKER)));
+        p.start();
+        p.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
+        let s = Cluster::standby_with_fake_clock(&p, "s1", &[]);
+        s.start();
+        let q_worker = 2;
+        let q = Cluster::with_fake_clock("q", &refs(&publisher_settings(q_worker)));
+        q.start();
+        q.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
+        let mut a_settings = publisher_settings(A_WORKER);
+        a_settings.push("snowflake_id.guard_action = 'warning'".into());
+        a_settings.push("log_min_messages = warning".into());
+        let a = Cluster::new("a", &refs(&a_settings));
+        a.start();
+        a.session().batch_execute(TABLE).unwrap();
+        let targets = Targets::default();
+        let mut fleet = Fleet {
+            primary: Server { name: "p1".into(), cluster: p },
+            standby: Some(Server { name: "s1".into(), cluster: s }),
+            backup: None,
+            q: Server { name: "q".into(), cluster: q },
+            q_worker,
+            q_epoch_ms: EPOCH_MS,
+            a,
+            sync: false,
+            targets,
+            rec,
+            generation: 1,
+        };
+        for (sub, c) in [("sub_p", &fleet.primary.cluster), ("sub_q", &fleet.q.cluster)] {
+            let sql = format!(
+                "CREATE SUBSCRIPTION {sub} CONNECTION '{}' PUBLICATION pub WITH (copy_data = false)",
+                conninfo(c)
+            );
+            fleet.a.connect().batch_execute(&sql).unwrap();
+        }
+        fleet.a.connect().batch_execute("SELECT snowflake_guard('t'); SELECT snowflake_guard('clash')").unwrap();
+        fleet.publish_targets();
+        fleet.take_backup();
+        fleet
+    }
+
+    fn publish_targets(&self) {
+        self.targets.set("P", &self.primary.name, self.primary.cluster.port);
+        self.targets.set("Q", &self.q.name, self.q.cluster.port);
+    }
+
+    fn next_name(&mut self, prefix: &str) -> String {
+        self.generation += 1;
+        format!("{prefix}{}", self.generation)
+    }
+
+    /// A base backup of the primary, kept for a later point-in-time restore.
+    fn take_backup(&mut self) {
+        let name = self.next_name("r");
+        let cluster = Cluster::base_backup_with_fake_clock(&self.primary.cluster, &name);
+        self.backup = Some(Server { name, cluster });
+    }
+
+    /// Runs one fault of `kind`, drawing its details from `rng`; returns a
+    /// description for the events file.
+    pub fn inject(&mut self, kind: &str, rng: &mut Rng) -> (String, String) {
+        match kind {
+            "backend_kill" => self.backend_kill(rng),
+            "postmaster_kill" => self.postmaster_kill(rng),
+            "clean_restart" => self.clean_restart(rng),
+            "clock_step" => self.clock_step(rng),
+            "failover" => self.failover(),
+            "pitr_restore" => self.pitr_restore(),
+            "settings_change" => self.settings_change(rng),
+            "state_file_fault" => self.state_file_fault(rng),
+            "sync_standby_down" => self.sync_standby_down(rng),
+            "subscription_reconnect" => self.subscription_reconnect(rng),
+            "deliberate_clash" => self.deliberate_clash(),
+            _ => unreachable!("no fault {kind}"),
+        }
+    }
+
+    /// A server for a fault that any of them may take: the primary, the
+    /// standby, Q or the aggregator.
+    fn any_server(&self, rng: &mut Rng) -> &Server {
+        let mut all = vec![&self.primary, &self.q];
+        if let Some(s) = &self.standby {
+            all.push(s);
+        }
+        all[rng.range(0, all.len() as u64 - 1) as usize]
+    }
+
+    fn backend_kill(&mut self, rng: &mut Rng) -> (String, String) {
+        let target = if rng.chance(20) { None } else { Some(self.any_server(rng)) };
+        let (name, cluster) = target.map_or(("a", &self.a), |s| (s.name.as_str(), &s.cluster));
+        let mut victim = cluster.connect();
+        let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        cluster.crash_backend(pid);
+        (name.to_string(), format!("SIGKILL of backend {pid}"))
+    }
+
+    fn postmaster_kill(&mut self, rng: &mut Rng) -> (String, String) {
+        let s = self.any_server(rng);
+        s.cluster.stop_immediate();
+        sleep(Duration::from_millis(rng.range(100, 2000)));
+        s.cluster.start();
+        (s.name.clone(), "pg_ctl stop -m immediate, then start".into())
+    }
+
+    fn clean_restart(&mut self, rng: &mut Rng) -> (String, String) {
+        let aggregator = rng.chance(20);
+        let (name, cluster) = if aggregator {
+            ("a".to_string(), &self.a)
+        } else {
+            let s = self.any_server(rng);
+            (s.name.clone(), &s.cluster)
+        };
+        cluster.stop();
+        cluster.start();
+        (name, "pg_ctl stop -m fast, then start".into())
+    }
+
+    /// The clock stepped back by a second to an hour through libfaketime,
+    /// and forward again after a while.
+    fn clock_step(&mut self, rng: &mut Rng) -> (String, String) {
+        let seconds = *rng.pick(&[1, 5, 30, 300, 3600]) as i64;
+        let hold = rng.range(2, 6);
+        let s = self.any_server(rng);
+        let Some(clock) = &s.cluster.clock else { return (s.name.clone(), "no fake clock".into()) };
+        clock.set_offset(-seconds);
+        sleep(Duration::from_secs(hold));
+        clock.set_offset(0);
+        (s.name.clone(), format!("back {seconds} s for {hold} s, then forward again"))
+    }
+
+    /// The deployment guide's failover: the old primary is gone for good,
+    /// the standby is promoted and keeps the number; after an asynchronous
+    /// failover the new primary's floor is raised to the largest ID that got
+    /// out before it generates. Then the subscriber is re-pointed at it (a
+    /// slot made there), and the old primary is rebuilt as its standby.
+    fn failover(&mut self) -> (String, String) {
+        let Some(standby) = self.standby.take() else { return ("-".into(), "no standby".into()) };
+        self.primary.cluster.stop_immediate();
+        standby.cluster.promote();
+        standby.cluster.wait_until_writable();
+        let old = std::mem::replace(&mut self.primary, standby);
+        let floor = if self.sync { None } else { self.raise_floor_to_what_got_out() };
+        self.after_takeover(&old.name);
+        (self.primary.name.clone(), format!("promoted, old primary {} rebuilt as standby, floor {floor:?}", old.name))
+    }
+
+    /// A point-in-time restore of a base backup as a new server that takes
+    /// over: the README's PITR procedure raises its floor above the largest
+    /// ID a subscriber or client holds.
+    fn pitr_restore(&mut self) -> (String, String) {
+        let Some(backup) = self.backup.take() else { return ("-".into(), "no backup".into()) };
+        self.primary.cluster.stop_immediate();
+        if let Some(s) = self.standby.take() {
+            s.cluster.stop_immediate();
+        }
+        backup.cluster.start();
+        backup.cluster.wait_until_writable();
+        let old = std::mem::replace(&mut self.primary, backup);
+        let floor = self.raise_floor_to_what_got_out();
+        self.after_takeover(&old.name);
+        (self.primary.name.clone(), format!("restored a base backup in place of {}, floor {floor:?}", old.name))
+    }
+
+    fn raise_floor_to_what_got_out(&self) -> Option<i64> {
+        // The old primary is stopped: let the calls it answered last reach the record.
+        sleep(Duration::from_millis(500));
+        let max = self.rec.max_of("P")?;
+        let c = &self.primary.cluster;
+        c.connect().query_one("SELECT snowflake_raise_floor($1)", &[&max]).unwrap();
+        Some(max)
+    }
+
+    /// A new primary of lineage P takes over: asynchronous again, clients
+    /// and the aggregator follow it, a new standby and a new backup are made.
+    fn after_takeover(&mut self, _old: &str) {
+        let c = &self.primary.cluster;
+        let mut admin = c.connect();
+        admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names").unwrap();
+        admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+        self.sync = false;
+        self.targets.set("P", &self.primary.name, c.port);
+        c.connect().batch_execute("SELECT pg_create_logical_replication_slot('sub_p', 'pgoutput')").unwrap();
+        let sql = format!("ALTER SUBSCRIPTION sub_p CONNECTION '{}'", conninfo(c));
+        self.a.connect().batch_execute(&sql).unwrap();
+        let name = self.next_name("s");
+        let standby = Cluster::standby_with_fake_clock(&self.primary.cluster, &name, &[]);
+        standby.start();
+        self.standby = Some(Server { name, cluster: standby });
+        self.take_backup();
+    }
+
+    /// The deployment guide's renumbering of Q (a number no server used),
+    /// or its epoch moved a few seconds earlier; a clean stop, the setting,
+    /// a start.
+    fn settings_change(&mut self, rng: &mut Rng) -> (String, String) {
+        let detail = if rng.chance(50) {
+            self.q_worker += 1;
+            format!("snowflake_id.worker_id = {}", self.q_worker)
+        } else {
+            self.q_epoch_ms -= rng.range(1, 5) as i64 * 1000;
+            format!("snowflake_id.epoch = {}", self.q_epoch_ms)
+        };
+        self.q.cluster.stop();
+        self.q.cluster.set(&detail);
+        self.q.cluster.start();
+        (self.q.name.clone(), detail)
+    }
+
+    /// The primary's state file cannot be replaced (a directory in the way of
+    /// its temporary file) for a while, as a disk that refuses writes.
+    fn state_file_fault(&mut self, rng: &mut Rng) -> (String, String) {
+        let c = &self.primary.cluster;
+        let tmp = c.data_path("snowflake_id.state.tmp");
+        let tmp = tmp.to_str().unwrap();
+        assert!(c.run_program("mkdir", &[tmp]).status.success());
+        let hold = rng.range(1, 4);
+        sleep(Duration::from_secs(hold));
+        assert!(c.run_program("rmdir", &[tmp]).status.success());
+        (self.primary.name.clone(), format!("state file unwritable for {hold} s"))
+    }
+
+    /// Names the standby as synchronous (from then on, until the next
+    /// takeover), then stops it for a while: sessions asking for it wait
+    /// until their statement_timeout.
+    fn sync_standby_down(&mut self, rng: &mut Rng) -> (String, String) {
+        let Some(standby) = &self.standby else { return ("-".into(), "no standby".into()) };
+        let sql = format!("ALTER SYSTEM SET synchronous_standby_names = '\"{}\"'", standby.name);
+        let mut admin = self.primary.cluster.connect();
+        admin.batch_execute(&sql).unwrap();
+        admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+        self.sync = true;
+        sleep(Duration::from_millis(500));
+        standby.cluster.stop();
+        let hold = rng.range(2, 5);
+        sleep(Duration::from_secs(hold));
+        standby.cluster.start();
+        (standby.name.clone(), format!("synchronous, down for {hold} s"))
+    }
+
+    fn subscription_reconnect(&mut self, rng: &mut Rng) -> (String, String) {
+        let sub = if rng.chance(50) { "sub_p" } else { "sub_q" };
+        self.a.connect().batch_execute(&format!("ALTER SUBSCRIPTION {sub} DISABLE")).unwrap();
+        sleep(Duration::from_millis(rng.range(500, 3000)));
+        self.a.connect().batch_execute(&format!("ALTER SUBSCRIPTION {sub} ENABLE")).unwrap();
+        ("a".into(), format!("{sub} disabled and enabled"))
+    }
+
+    /// A server X started with Q's number and epoch, publishing into the
+    /// aggregator beside Q (its own table there, so that no duplicate key
+    /// stops Q's apply): the guard must report the clash. X's IDs are not
+    /// the fleet's and are not in the history. Then X is removed.
+    fn deliberate_clash(&mut self) -> (String, String) {
+        let name = self.next_name("x");
+        let mut settings = publisher_settings(self.q_worker);
+        settings.push(format!("snowflake_id.epoch = {}", self.q_epoch_ms));
+        let x = Cluster::new(&name, &refs(&settings));
+        x.start();
+        x.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pubx FOR TABLE clash")).unwrap();
+        let sql = format!(
+            "CREATE SUBSCRIPTION sub_x CONNECTION '{}' PUBLICATION pubx WITH (copy_data = false)",
+            conninfo(&x)
+        );
+        self.a.connect().batch_execute(&sql).unwrap();
+        let clashes = |a: &Cluster| -> i64 { a.one("SELECT guard_clashes FROM snowflake_status()") };
+        let before = clashes(&self.a);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut detected = false;
+        while !detected && Instant::now() < deadline {
+            // Q generates all the time (the clients); X's rows interleave with them.
+            x.connect().batch_execute("INSERT INTO clash (v) SELECT 'x' FROM generate_series(1, 5)").unwrap();
+            sleep(Duration::from_millis(500));
+            detected = clashes(&self.a) > before;
+        }
+        self.a.connect().batch_execute("DROP SUBSCRIPTION sub_x").unwrap();
+        drop(x);
+        (name, format!("number (datacenter {DATACENTER}, worker {}) detected={detected}", self.q_worker))
+    }
+
+    /// The aggregator's log, for the checker.
+    pub fn aggregator_log(&self) -> String {
+        self.a.log()
+    }
+}
+
+/// Runs `kind` and records its window.
+pub fn run_fault(fleet: &mut Fleet, kind: &str, rng: &mut Rng) {
+    let started = now_us();
+    let (target, detail) = fleet.inject(kind, rng);
+    fleet.rec.event(started, kind, &target, &detail);
+    println!("campaign: {kind} on {target}: {detail}");
+}
