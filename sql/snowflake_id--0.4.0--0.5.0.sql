@@ -46,19 +46,28 @@ BEGIN
 END
 $$;
 
--- Every guard armed under 0.4.0 is armed again, on the column it checks, as
--- of now: what it applied before was judged by the old rules.
+-- Every guard armed under 0.4.0 is armed again, on the column it checks
+-- (named by the trigger's UPDATE OF column, so a column renamed since is
+-- followed), as of now: what it applied before was judged by the old rules.
+-- Triggers that partitions inherit are re-made with their parent's; a guard
+-- the DBA had disabled (or enabled otherwise) is left so. Each table is
+-- locked for a moment, as CREATE TRIGGER locks it.
 DO $$
 DECLARE
     armed record;
 BEGIN
     FOR armed IN
-        SELECT t.tgrelid::regclass AS tbl,
-               convert_from(substring(t.tgargs FROM 1 FOR position('\x00'::bytea IN t.tgargs) - 1), 'UTF8') AS col
+        SELECT t.tgrelid::regclass AS tbl, a.attname AS col, t.tgenabled AS enabled
         FROM pg_catalog.pg_trigger t
-        WHERE t.tgname = 'snowflake_id_guard' AND t.tgfoid = '@extschema@.snowflake_guard_check()'::regprocedure
+        JOIN pg_catalog.pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = t.tgattr[0]
+        WHERE t.tgname = 'snowflake_id_guard' AND t.tgparentid = 0
+          AND t.tgfoid = '@extschema@.snowflake_guard_check()'::regprocedure
     LOOP
         PERFORM @extschema@.snowflake_guard(armed.tbl, armed.col);
+        IF armed.enabled <> 'R' THEN
+            EXECUTE format('ALTER TABLE %s %s TRIGGER snowflake_id_guard', armed.tbl,
+                           CASE armed.enabled WHEN 'D' THEN 'DISABLE' WHEN 'A' THEN 'ENABLE ALWAYS' ELSE 'ENABLE' END);
+        END IF;
     END LOOP;
 END
 $$;

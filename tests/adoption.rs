@@ -54,7 +54,16 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
         // A guard armed by 0.4.0 has no arming time; the update arms it again.
         let guarded = old == "0.4.0";
         if guarded {
-            s.batch_execute("SELECT snowflake_guard('t')").unwrap();
+            // Armed on a column renamed since, and on a partitioned table
+            // (each partition inherits a clone of the trigger), one disabled.
+            s.batch_execute(
+                "CREATE TABLE g (key bigint PRIMARY KEY); SELECT snowflake_guard('g'); ALTER TABLE g RENAME key TO k;
+                 CREATE TABLE parted (id bigint PRIMARY KEY) PARTITION BY RANGE (id);
+                 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (1000);
+                 SELECT snowflake_guard('parted'); ALTER TABLE parted DISABLE TRIGGER snowflake_id_guard;
+                 SELECT snowflake_guard('t')",
+            )
+            .unwrap();
         }
 
         s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
@@ -68,6 +77,18 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
                 .unwrap();
             let (nargs, enabled, function): (i32, String, String) = (row.get(0), row.get(1), row.get(2));
             assert_eq!((nargs, enabled.as_str(), function.as_str()), (2, "R", "snowflake_guard_check()"));
+            let rearmed: Vec<String> = s
+                .query(
+                    "SELECT format('%s %s %s %s', tgrelid::regclass, tgnargs, tgenabled, \
+                            (SELECT attname FROM pg_attribute WHERE attrelid = tgrelid AND attnum = tgattr[0])) \
+                     FROM pg_trigger WHERE tgname = 'snowflake_id_guard' AND tgrelid <> 't'::regclass ORDER BY 1",
+                    &[],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            assert_eq!(rearmed, ["g 2 R k", "parted 2 D id", "parted_1 2 D id"], "from {old}");
         }
         assert_eq!(version(&mut s), env!("CARGO_PKG_VERSION"), "from {old}");
         // What the old version created keeps working, and what the update added works.

@@ -332,25 +332,32 @@ fn a_subscription_that_copies_existing_rows_is_one_origin() {
 /// (which could be a server that took the number over), then A's again.
 #[test]
 fn two_publishers_with_one_number_are_caught_at_the_aggregator() {
-    let a = node("a", 1, 5, &[]);
-    let b = node("b", 1, 5, &[]);
+    const ROWS: i64 = 3000;
+    // Transactions larger than logical_decoding_work_mem are streamed, and
+    // from PostgreSQL 16 on applied by parallel apply workers, which must
+    // ask their publisher too.
+    let small = "logical_decoding_work_mem = '64kB'";
+    let a = node("a", 1, 5, &[small]);
+    let b = node("b", 1, 5, &[small]);
     let c = node("c", 1, 9, &["snowflake_id.guard_action = 'warning'"]);
+    let streaming: &[&str] = if pg_major() >= 16 { &["streaming = parallel"] } else { &["streaming = on"] };
     for (publisher, sub) in [(&a, "sub_a"), (&b, "sub_b")] {
         publish(publisher, "pub");
-        subscribe(&c, sub, publisher, "pub", &[]);
+        subscribe(&c, sub, publisher, "pub", streaming);
     }
     arm_guard(&c);
     let mark = log_mark(&c);
 
-    insert(&a, 100, "a1");
-    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'a1'") == 100);
-    insert(&b, 100, "b");
-    wait_until("C has B's rows", SHORT, &[&c], || rows(&c, "v = 'b'") == 100);
+    insert(&a, ROWS, "a1");
+    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'a1'") == ROWS);
+    insert(&b, ROWS, "b");
+    wait_until("C has B's rows", SHORT, &[&c], || rows(&c, "v = 'b'") == ROWS);
     assert_no_clash(&c, mark);
     // A again: both generate with (1, 5) at once. Stored (warning), and reported.
-    insert(&a, 100, "a2");
-    wait_until("C has A's new rows", SHORT, &[&c], || rows(&c, "v = 'a2'") == 100);
+    insert(&a, ROWS, "a2");
+    wait_until("C has A's new rows", SHORT, &[&c], || rows(&c, "v = 'a2'") == ROWS);
     let line = wait_for_log(&c, mark, "WARNING", &[TWO_SERVERS, &number(1, 5), IN_TABLE_T]);
+    assert!(!log_since(&c, mark).contains("could not ask the publisher"), "{}", log_since(&c, mark));
     let status = guard_status(&c);
     assert!(status.clashes > 0, "{status:?}");
     let last = status.last_clash.as_deref().unwrap_or_default();
@@ -659,12 +666,16 @@ fn a_reused_origin_number_names_the_server_behind_it_now() {
 /// aggregator numbered (0, 0), the number every legacy key below 4096
 /// decodes to. The table synchronisation copies them all; then both go on
 /// with snowflake IDs. Keys that are no IDs of the time since the guard was
-/// armed are not judged: no clash, and no "own number".
+/// armed are not judged: no clash, and no "own number". The epoch is half an
+/// hour before the test (a go-live today), so that the keys' instants lie
+/// well within a day of the arming.
 #[test]
 fn legacy_keys_are_not_taken_for_node_numbers() {
-    let a = node("legacya", 1, 1, &[]);
-    let b = node("legacyb", 1, 2, &[]);
-    let c = node("legacyc", 0, 0, &[]);
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let epoch = format!("snowflake_id.epoch = {}", now_ms - 1_800_000);
+    let a = node("legacya", 1, 1, &[&epoch]);
+    let b = node("legacyb", 1, 2, &[&epoch]);
+    let c = node("legacyc", 0, 0, &[&epoch]);
     a.connect()
         .batch_execute("INSERT INTO t (id, v) SELECT 2 * n - 1, 'legacy' FROM generate_series(1, 3000) n")
         .unwrap();
@@ -747,4 +758,30 @@ fn split_brain_is_caught() {
     let last = guard_status(&c).last_clash.unwrap_or_default();
     assert!(last.contains("split brain"), "{last}");
     assert!(last.contains(&server(&a)) && last.contains(&server(&a2)), "{last}");
+}
+
+/// A subscription between two databases of one cluster applies the server's
+/// own rows, with its own number: no clash (the publisher is this server).
+#[test]
+fn a_subscription_within_one_cluster_is_no_clash() {
+    let c = node("selfsub", 1, 3, &[]);
+    let mut admin = c.connect();
+    admin.batch_execute("CREATE PUBLICATION pubself FOR TABLE t").unwrap();
+    // Within one cluster, CREATE SUBSCRIPTION cannot make its slot itself.
+    admin.batch_execute("SELECT pg_create_logical_replication_slot('selfsub', 'pgoutput')").unwrap();
+    admin.batch_execute("CREATE DATABASE db2").unwrap();
+    let mut db2 = connect_to(&c, "db2");
+    db2.batch_execute(&format!("CREATE EXTENSION snowflake_id; {TABLE}; SELECT snowflake_guard('public.t')")).unwrap();
+    let sql = format!(
+        "CREATE SUBSCRIPTION selfsub CONNECTION '{}' PUBLICATION pubself \
+         WITH (create_slot = false, slot_name = 'selfsub', copy_data = false)",
+        conninfo(&c)
+    );
+    db2.batch_execute(&sql).unwrap();
+    let mark = log_mark(&c);
+    insert(&c, 100, "own");
+    wait_until("db2 has the rows", SHORT, &[&c], || {
+        connect_to(&c, "db2").query_one("SELECT count(*) FROM t", &[]).unwrap().get::<_, i64>(0) == 100
+    });
+    assert_no_clash(&c, mark);
 }

@@ -263,6 +263,17 @@ fn longer_ticks_refuse_ids_and_a_new_id_space_is_the_way_past() {
     c.start();
     assert!(!log_since(&c, before).contains("WARNING"), "{}", log_since(&c, before));
     insert_phase(&c, 3, 10_000);
+
+    // A state file that cannot be read: the server still knows its ID space
+    // from the file the step kept, so the floor the DBA raises (and every
+    // mark after it) is of space 1, which standbys in that space replay.
+    c.stop();
+    c.write_data_file("snowflake_id.state", b"not a state file");
+    c.start();
+    let space: i64 = c.one("SELECT id_space FROM snowflake_status()");
+    assert_eq!(space, 1, "the ID space of a server whose state file cannot be read");
+    c.connect().query_one("SELECT snowflake_raise_floor(max(id)) FROM t", &[]).unwrap();
+    assert!(std::fs::read_to_string(c.state_file()).unwrap().contains("id_space=1\n"));
 }
 
 #[test]

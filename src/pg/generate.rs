@@ -302,7 +302,7 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
         Unknown::OtherSettings => refused
             .set_detail(
                 "The last mark this server replayed or resumed from was made under other snowflake_id settings \
-                 (layout, epoch, tick_ms or node number), and cannot be carried to this server's.",
+                 (layout, epoch or tick_ms), and cannot be carried to this server's.",
             )
             .set_hint(OTHER_SETTINGS_HINT),
         Unknown::NotBefore(from) => error::new(

@@ -18,6 +18,7 @@
 //! this one cannot tell which should stop.
 
 use std::ffi::CStr;
+use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
@@ -33,6 +34,12 @@ use crate::snowflake::layout::Field;
 use crate::snowflake::time::UnixMillis;
 
 pgrx::extension_sql_file!("../../sql/snowflake_guard.sql", name = "guard");
+
+/// How far before the guard was armed an ID's time may lie and still be
+/// judged: the publishers' clocks may lag this server's. A minute, not
+/// `max_clock_drift`: keys that are no snowflake IDs decode to instants just
+/// after the epoch, which may be a go-live day.
+const ARMING_SKEW_MS: i64 = 60_000;
 
 /// The trigger function, `snowflake_guard_check(id_column, armed_at_ms)`.
 #[no_mangle]
@@ -65,18 +72,33 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
     if update && unsafe { id_of(data, data.tg_trigtuple) } == Some(id) {
         return pass;
     }
-    let (server, path) = publisher::server_of(origin);
+    let mut source = publisher::source_of(origin);
+    if source.server.as_ref().is_some_and(publisher::is_self) {
+        return pass; // this server's own rows, from another database or its own standby
+    }
     let config = settings::config();
     // SAFETY: the trigger of this call.
-    let judge_from = UnixMillis(unsafe { armed_at(data) }.0.saturating_sub(settings::max_drift_ms() as i64));
+    let judge_from = UnixMillis(unsafe { armed_at(data) }.0.saturating_sub(ARMING_SKEW_MS));
+    let mut asked_again = false;
     let verdict = loop {
+        // A copy carries old rows under the publisher's identity of today:
+        // checked for this server's own number only.
+        let server = source.server.filter(|_| !source.copy);
         let verdict =
-            guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, (server, path), judge_from);
+            guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, (server, source.path), judge_from);
         match verdict {
             // The other server's subscription was dropped (its number fixed,
             // or the server removed): it clashes no more.
             Verdict::TwoServers { node, other } if !publisher::path_exists(other.via) => {
                 shmem::guard().owners.forget(node, other.server);
+            }
+            // One system on two timelines: first make sure this worker's
+            // answer is not from before its publisher was promoted.
+            Verdict::TwoServers { other, .. }
+                if !asked_again && server.is_some_and(|s| s.system == other.server.system) =>
+            {
+                asked_again = true;
+                source = publisher::ask_again(origin);
             }
             verdict => break verdict,
         }
@@ -88,7 +110,7 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
     };
     // SAFETY: the trigger's relation.
     let table = unsafe { table_name(data.tg_relation) };
-    report(&config.codec, node, id, origin, server, other, &table);
+    report(&config.codec, node, id, origin, source.server, other, &table);
     pass
 }
 
@@ -241,15 +263,51 @@ fn report(
         ),
     };
     shmem::guard().record(&format!("{message}. {detail}"), clock::now());
-    let action = settings::guard_action();
-    let report =
-        error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message).set_detail(detail).set_hint(
-            "Give every generating server its own snowflake_id.datacenter_id and worker_id (compare \
-             snowflake_status() across servers). snowflake_id.guard_action says whether such rows stop the apply \
-             (error) or are stored (warning).",
-        );
-    match action {
-        GuardAction::Error => report.raise(PgLogLevel::ERROR),
-        GuardAction::Warning => report.report(PgLogLevel::WARNING),
+    let hint = "Give every generating server its own snowflake_id.datacenter_id and worker_id (compare \
+                snowflake_status() across servers). snowflake_id.guard_action says whether such rows stop the apply \
+                (error) or are stored (warning).";
+    match settings::guard_action() {
+        GuardAction::Error => error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message)
+            .set_detail(detail)
+            .set_hint(hint)
+            .raise(PgLogLevel::ERROR),
+        GuardAction::Warning => {
+            let Some(unlogged) = warning_due() else { return };
+            let detail = match unlogged {
+                0 => detail,
+                n => format!("{detail} ({n} more such rows applied by this worker since its last warning.)"),
+            };
+            error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message)
+                .set_detail(detail)
+                .set_hint(hint)
+                .report(PgLogLevel::WARNING);
+        }
+    }
+}
+
+/// How often one worker logs a stored clash. Every clash is counted in
+/// snowflake_status(); a warning per row would flood the log, and a parallel
+/// apply worker sends its warnings through a queue its leader does not read
+/// while it waits for the transaction, so a flood stalls the apply.
+const WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// This process's last clash warning, and the clashes since then it did not log.
+static mut WARNED: Option<(Instant, u64)> = None;
+
+/// Whether a warning is due now, and how many clashes went unlogged since
+/// the last; `None` counts this one as unlogged.
+fn warning_due() -> Option<u64> {
+    // SAFETY: backend-local, and backends are single-threaded.
+    let warned = unsafe { &mut *(&raw mut WARNED) };
+    match warned {
+        Some((at, unlogged)) if at.elapsed() < WARNING_INTERVAL => {
+            *unlogged += 1;
+            None
+        }
+        _ => {
+            let unlogged = warned.map_or(0, |(_, n)| n);
+            *warned = Some((Instant::now(), 0));
+            Some(unlogged)
+        }
     }
 }

@@ -151,7 +151,8 @@ pub fn raise_floor(floor: Mark) -> Mark {
         // Read first: a guard in a match's scrutinee would be held through its arms.
         let needed = {
             let mut state = shmem::lock();
-            let unknown = state.unknown.is_some();
+            // A settings change waiting for its instant holds a mark it knows.
+            let unknown = state.unknown.is_some_and(|u| !matches!(u, Unknown::NotBefore(_)));
             let held = state.generator.mark();
             state.generator.raise_floor(floor).map(|needed| match (needed, unknown) {
                 (true, _) => Some(floor),

@@ -87,6 +87,21 @@ pub fn start(old: Option<&StateFile>) -> u32 {
     number
 }
 
+/// The request for a new ID space waits: the old state file cannot be read,
+/// and the step keeps it before it starts the new space.
+pub fn report_not_carried_out() {
+    error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "snowflake_id does not start a new ID space now: the state file cannot be read",
+    )
+    .set_detail(format!(
+        "\"{}\" asks for a new ID space; the step keeps the old state file before it starts one.",
+        signal_path().display()
+    ))
+    .set_hint("Repair or move aside the state file and restart the server; the request is carried out then.")
+    .report(PgLogLevel::WARNING);
+}
+
 fn remove_signal(signal: &Path) {
     let dir = signal.parent().unwrap_or(Path::new("."));
     let removed = fs::remove_file(signal).and_then(|()| fs::File::open(dir)?.sync_all());

@@ -19,6 +19,7 @@
 //! says so once per process.
 
 use std::ffi::{c_char, CStr};
+use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
@@ -33,25 +34,66 @@ pub type Origin = pg_sys::RepOriginId;
 /// pgrx does not export.
 const PG_SUBSCRIPTION: u32 = 6100;
 
-/// This process's origin, the server behind it once asked, and its path.
-static mut ASKED: Option<(Origin, Option<Server>, u64)> = None;
+/// Where a worker's rows come from.
+#[derive(Clone, Copy)]
+pub struct Source {
+    /// The server behind the origin; `None` when it could not be asked (the
+    /// caller then checks only for this server's own number).
+    pub server: Option<Server>,
+    /// The path the rows arrive by, as [`path_exists`] reads it.
+    pub path: u64,
+    /// The rows are a table synchronisation's copy: old rows, labelled with
+    /// the publisher as it is today.
+    pub copy: bool,
+}
 
-/// The server whose rows arrive under `origin` (`None` when it could not be
-/// asked: the caller then checks only for this server's own number), and the
-/// path they arrive by, as [`path_exists`] reads it.
-pub fn server_of(origin: Origin) -> (Option<Server>, u64) {
+/// This process's origin, what was asked about it, and when.
+static mut ASKED: Option<(Origin, Source, Instant)> = None;
+
+/// How long a failed question, or an answer that may have gone stale, stands
+/// before the publisher is asked again.
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(10);
+
+/// Where the rows arriving under `origin` come from.
+pub fn source_of(origin: Origin) -> Source {
     // SAFETY: backend-local, and backends are single-threaded.
-    if let Some((asked, server, path)) = unsafe { ASKED } {
-        if asked == origin {
-            return (server, path);
+    match unsafe { ASKED } {
+        Some((asked, source, at)) if asked == origin && (source.server.is_some() || at.elapsed() < ASK_AGAIN_AFTER) => {
+            source
         }
+        _ => ask_now(origin),
     }
+}
+
+/// Asks the publisher again, if the last answer is older than a few
+/// seconds: a publisher that was a standby (logical decoding on a standby,
+/// 16 and later) may have been promoted to a new timeline since.
+pub fn ask_again(origin: Origin) -> Source {
+    // SAFETY: as above.
+    match unsafe { ASKED } {
+        Some((asked, source, at)) if asked == origin && at.elapsed() < ASK_AGAIN_AFTER => source,
+        _ => ask_now(origin),
+    }
+}
+
+fn ask_now(origin: Origin) -> Source {
     let name = origin_name(origin);
     let path = path_of(origin, name.as_deref().unwrap_or_default());
+    let copy = name.as_deref().and_then(|n| n.strip_prefix("pg_")).is_some_and(|rest| rest.contains('_'));
     let server = name.and_then(|name| ask(&name));
+    let source = Source { server, path, copy };
     // SAFETY: as above.
-    unsafe { ASKED = Some((origin, server, path)) };
-    (server, path)
+    unsafe { ASKED = Some((origin, source, Instant::now())) };
+    source
+}
+
+/// Whether `server` is this one: rows of a subscription within this cluster
+/// (another database) or from its own standby are its own rows.
+pub fn is_self(server: &Server) -> bool {
+    // SAFETY: the control file's copy in shared memory; an apply worker runs
+    // outside recovery, where the insertion timeline is valid.
+    let (system, timeline) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::GetWALInsertionTimeLine()) };
+    server.system == system && server.timeline == timeline
 }
 
 /// A path: an origin's number and its name, which PostgreSQL gives a reused
@@ -81,11 +123,12 @@ fn ask(name: &str) -> Option<Server> {
                 format!("snowflake_guard could not ask the publisher of replication origin \"{name}\" who it is"),
             )
             .set_detail(format!(
-                "{why}. Until this worker restarts, its rows are checked against this server's own number only."
+                "{why}. Meanwhile this worker's rows are checked against this server's own number only."
             ))
             .set_hint(
                 "The guard opens one short replication connection to the publisher, with the subscription's \
-                 connection string, when a worker starts: it needs a free max_wal_senders slot there.",
+                 connection string, when a worker starts: it needs a free max_wal_senders slot there. It asks \
+                 again after 10 s.",
             )
             .report(PgLogLevel::WARNING);
             None
@@ -164,12 +207,22 @@ fn identify(oid: pg_sys::Oid) -> Result<Server, String> {
     // SAFETY: a catalog lookup of a role.
     let must_use_password = password_required && !unsafe { pg_sys::superuser_arg(owner) };
     drop(subscription);
-    // SAFETY: the worker loaded libpqwalreceiver at its start; checked for NULL.
+    // Apply and table synchronisation workers have loaded libpqwalreceiver;
+    // a parallel apply worker has not.
+    // SAFETY: a global PostgreSQL sets when the library loads; checked for NULL.
+    if unsafe { pg_sys::WalReceiverFunctions.is_null() } {
+        // SAFETY: loading a library of the installation, as the apply worker does.
+        unsafe { pg_sys::load_file(c"libpqwalreceiver".as_ptr(), false) };
+    }
+    // SAFETY: as above.
     let functions =
         unsafe { pg_sys::WalReceiverFunctions.as_ref() }.ok_or("the walreceiver functions are not loaded")?;
     let mut err: *mut c_char = std::ptr::null_mut();
-    // SAFETY: PostgreSQL's connect function, as the apply worker calls it;
-    // it reports a failure through `err`, not by raising.
+    // SAFETY: PostgreSQL's connect function, as the apply worker calls it; it
+    // reports a failed connection through `err`. It may also raise an ERROR
+    // (an interrupt while it waits, a password the subscription requires
+    // and the connection did not use): then the apply fails and is retried,
+    // as for any error of the worker, which exits and closes the connection.
     let conn = unsafe { connect(functions, conninfo, must_use_password, &mut err) };
     if conn.is_null() {
         // SAFETY: a palloc'd message when set.

@@ -128,7 +128,11 @@ impl State {
     pub fn floor_written(&mut self, floor: Mark, times: WriteTimes) {
         self.generator.floor_written(floor);
         self.mark_lsn = times.lsn;
-        self.unknown = None;
+        // A settings change still waits for its instant: the floor does not
+        // bring it nearer.
+        if !matches!(self.unknown, Some(Unknown::NotBefore(_))) {
+            self.unknown = None;
+        }
         self.wal_micros += times.wal_micros;
         self.file_micros += times.file_micros;
     }

@@ -104,20 +104,26 @@ fn initial_state() -> State {
     if is_pg_upgrades_new_cluster() {
         note_pg_upgrade();
     }
-    let file = match state_file::read() {
-        Ok(file) => file,
-        Err(e) => {
-            ErrorReport::from(e).report(PgLogLevel::WARNING);
-            return State::new(fresh_generator(config), Some(Unknown::Unreadable), 0);
-        }
-    };
-    marks::set_v1_layout(None);
     // SAFETY: postmaster memory, written only here, in its main thread.
     let first_start = unsafe {
         let first = !REINITIALISED;
         REINITIALISED = true;
         first
     };
+    let file = match state_file::read() {
+        Ok(file) => file,
+        Err(e) => {
+            ErrorReport::from(e).report(PgLogLevel::WARNING);
+            if first_start && new_space::requested() {
+                new_space::report_not_carried_out();
+            }
+            // The space the file recorded is the last one a new-space step
+            // kept a file for: marks and floors must go on carrying it, or
+            // standbys in that space would pass over them.
+            return State::new(fresh_generator(config), Some(Unknown::Unreadable), state_file::last_space_kept());
+        }
+    };
+    marks::set_v1_layout(None);
     // Only when the server starts: after a backend crash the step is no one's request.
     if first_start && new_space::requested() {
         let number = new_space::start(file.as_ref());
@@ -152,7 +158,7 @@ fn initial_state() -> State {
         Err(why) => {
             ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) })
                 .report(PgLogLevel::WARNING);
-            return State::new(fresh_generator(config), Some(Unknown::Unreadable), 0);
+            return State::new(fresh_generator(config), Some(Unknown::Unreadable), record.id_space);
         }
     };
     let mut changed = record.changed_scale(&config.codec);
@@ -287,7 +293,7 @@ fn carry_to_new_settings(
 fn report_new_node(changed: &[String], old: Node, new: Node) {
     error::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id node number changed since the state file was written")
         .set_detail(format!(
-            "Changed: {}. IDs continue above every ID issued under the old number, with datacenter {}, worker {}.",
+            "Changed: {}. New IDs, with datacenter {}, worker {}, lie above every ID issued under the old number.",
             changed.join(", "),
             new.datacenter,
             new.worker

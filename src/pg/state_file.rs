@@ -88,6 +88,26 @@ pub fn write_mark(mark: &Mark, exact: bool, id_space: u32) -> Result<(), WriteEr
     write(&StateRecord::new(mark, exact, &config.codec, config.node, id_space).render())
 }
 
+/// The ID space of the last "new ID space" step taken in this data
+/// directory: the highest N of the `snowflake_id.state.before-space-N`
+/// files it kept (0 when there is none).
+pub fn last_space_kept() -> u32 {
+    let path = settings::state_path();
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return 0 };
+    let prefix = format!("{}.before-space-", name.to_string_lossy());
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let rest = file.strip_prefix(&prefix)?;
+            rest.split('.').next()?.parse::<u32>().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Writes that this data directory's mark is unknown, and why.
 pub fn write_unknown(reason: &str) -> Result<(), WriteError> {
     write(&format::render_unknown(reason))
