@@ -298,16 +298,11 @@ static mut WARNED: Option<(Instant, u64)> = None;
 /// the last; `None` counts this one as unlogged.
 fn warning_due() -> Option<u64> {
     // SAFETY: backend-local, and backends are single-threaded.
-    let warned = unsafe { &mut *(&raw mut WARNED) };
-    match warned {
-        Some((at, unlogged)) if at.elapsed() < WARNING_INTERVAL => {
-            *unlogged += 1;
-            None
-        }
-        _ => {
-            let unlogged = warned.map_or(0, |(_, n)| n);
-            *warned = Some((Instant::now(), 0));
-            Some(unlogged)
-        }
-    }
+    let (due, next) = match unsafe { WARNED } {
+        Some((at, unlogged)) if at.elapsed() < WARNING_INTERVAL => (None, (at, unlogged + 1)),
+        last => (Some(last.map_or(0, |(_, unlogged)| unlogged)), (Instant::now(), 0)),
+    };
+    // SAFETY: as above.
+    unsafe { WARNED = Some(next) };
+    due
 }
