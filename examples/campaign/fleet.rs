@@ -232,7 +232,7 @@ impl Fleet {
         standby.cluster.wait_until_writable();
         let old = std::mem::replace(&mut self.primary, standby);
         let floor = if self.sync { None } else { self.raise_floor_to_what_got_out() };
-        self.after_takeover(&old.name);
+        self.after_takeover();
         (self.primary.name.clone(), format!("promoted, old primary {} rebuilt as standby, floor {floor:?}", old.name))
     }
 
@@ -249,7 +249,7 @@ impl Fleet {
         backup.cluster.wait_until_writable();
         let old = std::mem::replace(&mut self.primary, backup);
         let floor = self.raise_floor_to_what_got_out();
-        self.after_takeover(&old.name);
+        self.after_takeover();
         (self.primary.name.clone(), format!("restored a base backup in place of {}, floor {floor:?}", old.name))
     }
 
@@ -264,7 +264,7 @@ impl Fleet {
 
     /// A new primary of lineage P takes over: asynchronous again, clients
     /// and the aggregator follow it, a new standby and a new backup are made.
-    fn after_takeover(&mut self, _old: &str) {
+    fn after_takeover(&mut self) {
         let c = &self.primary.cluster;
         let mut admin = c.connect();
         admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names").unwrap();
