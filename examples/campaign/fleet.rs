@@ -43,15 +43,18 @@ const EPOCH_MS: i64 = 1_735_689_600_000;
 const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text);
                      CREATE TABLE clash (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)";
 
+/// The default layout's widest worker number.
+const MAX_WORKER: i32 = 31;
+
 /// Settings of a server that publishes, for its number.
-fn publisher_settings(worker: i32) -> Vec<String> {
+fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
     vec![
         "wal_level = logical".into(),
         "max_wal_senders = 20".into(),
         "max_replication_slots = 20".into(),
         "wal_keep_size = '1GB'".into(),
         "max_connections = 60".into(),
-        format!("snowflake_id.datacenter_id = {DATACENTER}"),
+        format!("snowflake_id.datacenter_id = {datacenter}"),
         format!("snowflake_id.worker_id = {worker}"),
     ]
 }
@@ -62,6 +65,17 @@ fn refs(v: &[String]) -> Vec<&str> {
 
 fn conninfo(c: &Cluster) -> String {
     format!("host=127.0.0.1 port={} user=postgres dbname=postgres", c.port)
+}
+
+/// The number after `(datacenter, worker)` in Q's renumberings: one no
+/// server of the fleet has used, P's and A's never.
+fn next_unused_number((datacenter, worker): (i32, i32)) -> (i32, i32) {
+    let last_worker = if datacenter == DATACENTER { A_WORKER - 1 } else { MAX_WORKER };
+    if worker < last_worker {
+        (datacenter, worker + 1)
+    } else {
+        (datacenter + 1, 0)
+    }
 }
 
 /// A server with the name it has in the history.
@@ -77,7 +91,8 @@ pub struct Fleet {
     /// restore starts from.
     pub backup: Option<Server>,
     pub q: Server,
-    pub q_worker: i32,
+    /// Q's number: datacenter and worker.
+    pub q_number: (i32, i32),
     pub q_epoch_ms: i64,
     pub a: Cluster,
     /// The synchronous standby is named on the primary.
@@ -89,16 +104,16 @@ pub struct Fleet {
 
 impl Fleet {
     pub fn start(rec: Recorder) -> Fleet {
-        let p = Cluster::with_fake_clock("p1", &refs(&publisher_settings(P_WORKER)));
+        let p = Cluster::with_fake_clock("p1", &refs(&publisher_settings((DATACENTER, P_WORKER))));
         p.start();
         p.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
         let s = Cluster::standby_with_fake_clock(&p, "s1", &[]);
         s.start();
-        let q_worker = 2;
-        let q = Cluster::with_fake_clock("q", &refs(&publisher_settings(q_worker)));
+        let q_number = (DATACENTER, 2);
+        let q = Cluster::with_fake_clock("q", &refs(&publisher_settings(q_number)));
         q.start();
         q.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
-        let mut a_settings = publisher_settings(A_WORKER);
+        let mut a_settings = publisher_settings((DATACENTER, A_WORKER));
         a_settings.push("snowflake_id.guard_action = 'warning'".into());
         a_settings.push("log_min_messages = warning".into());
         let a = Cluster::new("a", &refs(&a_settings));
@@ -110,7 +125,7 @@ impl Fleet {
             standby: Some(Server { name: "s1".into(), cluster: s }),
             backup: None,
             q: Server { name: "q".into(), cluster: q },
-            q_worker,
+            q_number,
             q_epoch_ms: EPOCH_MS,
             a,
             sync: false,
@@ -285,16 +300,24 @@ impl Fleet {
     /// or its epoch moved a few seconds earlier; a clean stop, the setting,
     /// a start.
     fn settings_change(&mut self, rng: &mut Rng) -> (String, String) {
-        let detail = if rng.chance(50) {
-            self.q_worker += 1;
-            format!("snowflake_id.worker_id = {}", self.q_worker)
+        let lines = if rng.chance(50) {
+            // The next number no server used: P and A keep theirs in
+            // DATACENTER, so once Q has used up the workers between them, it
+            // walks through the datacenters above (about 30 renumberings an
+            // hour; the layout has room for 1,000).
+            self.q_number = next_unused_number(self.q_number);
+            let (datacenter, worker) = self.q_number;
+            vec![format!("snowflake_id.datacenter_id = {datacenter}"), format!("snowflake_id.worker_id = {worker}")]
         } else {
             self.q_epoch_ms -= rng.range(1, 5) as i64 * 1000;
-            format!("snowflake_id.epoch = {}", self.q_epoch_ms)
+            vec![format!("snowflake_id.epoch = {}", self.q_epoch_ms)]
         };
         self.q.cluster.stop();
-        self.q.cluster.set(&detail);
+        for line in &lines {
+            self.q.cluster.set(line);
+        }
         self.q.cluster.start();
+        let detail = lines.join(", ");
         (self.q.name.clone(), detail)
     }
 
@@ -343,7 +366,7 @@ impl Fleet {
     /// the fleet's and are not in the history. Then X is removed.
     fn deliberate_clash(&mut self) -> (String, String) {
         let name = self.next_name("x");
-        let mut settings = publisher_settings(self.q_worker);
+        let mut settings = publisher_settings(self.q_number);
         settings.push(format!("snowflake_id.epoch = {}", self.q_epoch_ms));
         let x = Cluster::new(&name, &refs(&settings));
         x.start();
@@ -365,7 +388,8 @@ impl Fleet {
         }
         self.a.connect().batch_execute("DROP SUBSCRIPTION sub_x").unwrap();
         drop(x);
-        (name, format!("number (datacenter {DATACENTER}, worker {}) detected={detected}", self.q_worker))
+        let (datacenter, worker) = self.q_number;
+        (name, format!("number (datacenter {datacenter}, worker {worker}) detected={detected}"))
     }
 
     /// The aggregator's log, for the checker.
@@ -380,4 +404,23 @@ pub fn run_fault(fleet: &mut Fleet, kind: &str, rng: &mut Rng) {
     let (target, detail) = fleet.inject(kind, rng);
     fleet.rec.event(started, kind, &target, &detail);
     println!("campaign: {kind} on {target}: {detail}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by a 60-minute run: the 30th renumbering gave Q worker 31,
+    /// the aggregator's number, and the next one 32, which the layout has
+    /// not (the server refused to start, and the campaign stopped).
+    #[test]
+    fn renumberings_never_repeat_a_number_nor_leave_the_layout() {
+        let mut seen = std::collections::HashSet::from([(DATACENTER, P_WORKER), (DATACENTER, A_WORKER)]);
+        let mut number = (DATACENTER, 2);
+        for _ in 0..900 {
+            number = next_unused_number(number);
+            assert!((0..=31).contains(&number.0) && (0..=MAX_WORKER).contains(&number.1), "{number:?}");
+            assert!(seen.insert(number), "{number:?} again");
+        }
+    }
 }
