@@ -327,7 +327,18 @@ impl Fleet {
         let c = &self.primary.cluster;
         let tmp = c.data_path("snowflake_id.state.tmp");
         let tmp = tmp.to_str().unwrap();
-        assert!(c.run_program("mkdir", &[tmp]).status.success());
+        // The server may be writing its state file right now, under that very
+        // name (between creating and renaming it): then try again.
+        let mut tries = 0;
+        loop {
+            let out = c.run_program("mkdir", &[tmp]);
+            if out.status.success() {
+                break;
+            }
+            tries += 1;
+            assert!(tries < 500, "mkdir {tmp}: {}", String::from_utf8_lossy(&out.stderr));
+            sleep(Duration::from_millis(10));
+        }
         let hold = rng.range(1, 4);
         sleep(Duration::from_secs(hold));
         assert!(c.run_program("rmdir", &[tmp]).status.success());
