@@ -28,7 +28,7 @@ mod raw {
         pub fn LWLockAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
         pub fn LWLockRelease(lock: *mut LWLock);
         pub fn RecoveryInProgress() -> bool;
-        #[cfg_attr(feature = "pg18", link_name = "ProcessStartupProcInterrupts")]
+        #[cfg_attr(any(feature = "pg18", feature = "pg19"), link_name = "ProcessStartupProcInterrupts")]
         pub fn HandleStartupProcInterrupts();
         pub static pg_file_create_mode: c_int;
     }

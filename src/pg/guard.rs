@@ -61,11 +61,7 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
     let update = data.tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_UPDATE;
     let row = if update { data.tg_newtuple } else { data.tg_trigtuple };
     let pass = pg_sys::Datum::from(row);
-    // SAFETY: a global an apply worker sets once its origin session is up.
-    let origin = unsafe { pg_sys::replorigin_session_origin };
-    if u32::from(origin) == pg_sys::InvalidRepOriginId {
-        return pass;
-    }
+    let Some(origin) = publisher::transaction_origin() else { return pass };
     // SAFETY: the trigger's relation and tuples, valid for this call.
     let Some(id) = (unsafe { id_of(data, row) }) else { return pass };
     // SAFETY: as above.

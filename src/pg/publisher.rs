@@ -27,8 +27,25 @@ use pgrx::PgLogLevel;
 use super::error;
 use crate::snowflake::guard::Server;
 
-/// A replication origin, as PostgreSQL numbers them.
+/// A replication origin, as PostgreSQL numbers them (19 renamed the type).
+#[cfg(not(feature = "pg19"))]
 pub type Origin = pg_sys::RepOriginId;
+#[cfg(feature = "pg19")]
+pub type Origin = pg_sys::ReplOriginId;
+
+/// The replication origin of this backend's transaction: set in an apply
+/// worker (its subscription's), `None` in an ordinary session.
+pub fn transaction_origin() -> Option<Origin> {
+    // A plain global of this process, which an apply worker sets once its
+    // origin session is up; PostgreSQL 19 moved it into a struct.
+    #[cfg(not(feature = "pg19"))]
+    // SAFETY: read in the process's main thread, as PostgreSQL reads it.
+    let (origin, invalid) = (unsafe { pg_sys::replorigin_session_origin }, pg_sys::InvalidRepOriginId);
+    #[cfg(feature = "pg19")]
+    // SAFETY: as above.
+    let (origin, invalid) = (unsafe { pg_sys::replorigin_xact_state.origin }, pg_sys::InvalidReplOriginId);
+    (u32::from(origin) != invalid).then_some(origin)
+}
 
 /// `SubscriptionRelationId`: pg_subscription's fixed catalog OID, which
 /// pgrx does not export.
@@ -268,7 +285,7 @@ unsafe fn connect(
             };
             #[cfg(feature = "pg16")]
             let conn = f(conninfo, true, must_use_password, app, err);
-            #[cfg(any(feature = "pg17", feature = "pg18"))]
+            #[cfg(any(feature = "pg17", feature = "pg18", feature = "pg19"))]
             let conn = f(conninfo, true, true, must_use_password, app, err);
             conn
         })
@@ -288,7 +305,16 @@ unsafe fn call_identify(
     let Some(f) = functions.walrcv_identify_system else { return std::ptr::null_mut() };
     // SAFETY: the caller's contract; an ERROR becomes a Rust panic here, and
     // PostgreSQL's again at the trigger's boundary.
-    unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| f(conn, timeline)) }
+    unsafe {
+        pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
+            // 19 can also report the sender's flush position; not needed here.
+            #[cfg(feature = "pg19")]
+            let system = f(conn, timeline, std::ptr::null_mut());
+            #[cfg(not(feature = "pg19"))]
+            let system = f(conn, timeline);
+            system
+        })
+    }
 }
 
 /// # Safety

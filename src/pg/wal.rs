@@ -162,7 +162,7 @@ fn standbys_defined_after_wait() -> bool {
     defined
 }
 
-/// `SyncRepLock`'s slot among PostgreSQL's individual LWLocks (15 to 18). It
+/// `SyncRepLock`'s slot among PostgreSQL's individual LWLocks (15 to 19). It
 /// is a C macro (`&MainLWLockArray[32].lock`), so bindings do not have it.
 const SYNC_REP_LOCK: u16 = 32;
 
@@ -184,7 +184,7 @@ fn sync_rep_lock() -> Option<*mut pg_sys::LWLock> {
 #[inline]
 fn shared_sync_standbys() -> u8 {
     // SAFETY: WalSndCtl lives in shared memory for the server's life, and in
-    // PostgreSQL 15 to 18 a one-byte field directly follows the `lsn` array
+    // PostgreSQL 15 to 19 a one-byte field directly follows the `lsn` array
     // (a byte needs no padding). The checkpointer writes it under
     // SyncRepLock; a byte is read whole, as PostgreSQL's own unlocked fast
     // path in SyncRepWaitForLSN reads it.
@@ -192,7 +192,7 @@ fn shared_sync_standbys() -> u8 {
 }
 
 /// Whether [`shared_sync_standbys`] holds flags rather than a bool: from
-/// 15.13, 16.9, 17.5 and 18 on. Decided by the running server, which may be
+/// 15.13, 16.9, 17.5 and 18 on (19 too). Decided by the running server, which may be
 /// another minor release than the headers this library was built with.
 #[inline]
 fn shared_sync_standbys_are_flags() -> bool {

@@ -27,7 +27,9 @@ fn with_identity<'a>(settings: &[&'a str]) -> Vec<&'a str> {
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 fn pg_major() -> &'static str {
-    if cfg!(feature = "pg18") {
+    if cfg!(feature = "pg19") {
+        "pg19"
+    } else if cfg!(feature = "pg18") {
         "pg18"
     } else if cfg!(feature = "pg17") {
         "pg17"
