@@ -1,15 +1,14 @@
-//! The packages for PostgreSQL 15, as a DBA without Rust installs them: the
-//! Debian package (apt-get installs it, a server with the library preloaded
+//! The packages, as a DBA without Rust installs them: the Debian package for
+//! PostgreSQL 15 (apt-get installs it, a server with the library preloaded
 //! passes the pg_regress suite, and apt-get remove leaves no file of it
-//! behind), and the tarball's install.sh (it refuses another major version,
-//! and what it installs passes the pg_regress suite).
+//! behind), and the tarball's install.sh, for the version under test (it
+//! refuses another major version and an older glibc than the library needs,
+//! and what it installs passes the pg_regress suite). The tarball is tested
+//! on the system it names: 15 on Debian 12, 19 in the Debian sid chroot.
 //!
 //! scripts/test runs these after scripts/package built the packages, with
 //! their paths in SNOWFLAKE_DEB and SNOWFLAKE_TARBALL, one at a time. They
 //! replace the files the other tests installed, so they run last, on their own.
-
-// The packages tested are for Debian's PostgreSQL 15.
-#![cfg(feature = "pg15")]
 
 mod common;
 
@@ -18,65 +17,71 @@ use std::process::Command;
 
 use common::{as_root, run_pg_regress, Cluster, REGRESS_SETTINGS};
 
-/// The regular files a package holds, as absolute paths.
-fn files_of(deb: &str) -> Vec<String> {
-    let out = std::process::Command::new("dpkg-deb").args(["-c", deb]).output().unwrap();
-    assert!(out.status.success(), "dpkg-deb -c {deb}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with('-'))
-        .map(|l| l.rsplit(' ').next().unwrap().trim_start_matches('.').to_string())
-        .collect()
-}
+/// The Debian package, for Debian's PostgreSQL 15.
+#[cfg(feature = "pg15")]
+mod debian {
+    use super::*;
 
-#[test]
-#[ignore = "needs the package: scripts/test runs it after scripts/package, with SNOWFLAKE_DEB set"]
-fn the_debian_package_installs_passes_pg_regress_and_removes_cleanly() {
-    let deb = std::env::var("SNOWFLAKE_DEB").expect("SNOWFLAKE_DEB names the .deb to test");
-    let deb = std::fs::canonicalize(&deb).unwrap().to_string_lossy().into_owned();
-    let files = files_of(&deb);
-    assert!(files.iter().any(|f| f.ends_with("/lib/snowflake_id.so")), "{files:?}");
-    assert!(files.iter().any(|f| f.ends_with("/extension/snowflake_id.control")), "{files:?}");
-
-    let out = as_root("apt-get", &["install", "-y", "-q", &deb]);
-    assert!(out.status.success(), "apt-get install: {}", String::from_utf8_lossy(&out.stderr));
-    let installed = Installed;
-    let status = std::process::Command::new("dpkg-query")
-        .args(["-W", "-f=${Status} ${Version}", "postgresql-15-snowflake-id"])
-        .output()
-        .unwrap();
-    let status = String::from_utf8(status.stdout).unwrap();
-    assert!(status.starts_with("install ok installed"), "{status}");
-    for f in &files {
-        assert!(Path::new(f).exists(), "{f} is installed");
+    /// The regular files a package holds, as absolute paths.
+    fn files_of(deb: &str) -> Vec<String> {
+        let out = std::process::Command::new("dpkg-deb").args(["-c", deb]).output().unwrap();
+        assert!(out.status.success(), "dpkg-deb -c {deb}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with('-'))
+            .map(|l| l.rsplit(' ').next().unwrap().trim_start_matches('.').to_string())
+            .collect()
     }
 
-    let c = Cluster::new("debpackage", &REGRESS_SETTINGS);
-    c.start();
-    if let Err(diffs) = run_pg_regress(&c, false) {
-        panic!("the installed package differs from the expected SQL surface:\n{diffs}");
+    #[test]
+    #[ignore = "needs the package: scripts/test runs it after scripts/package, with SNOWFLAKE_DEB set"]
+    fn the_debian_package_installs_passes_pg_regress_and_removes_cleanly() {
+        let deb = std::env::var("SNOWFLAKE_DEB").expect("SNOWFLAKE_DEB names the .deb to test");
+        let deb = std::fs::canonicalize(&deb).unwrap().to_string_lossy().into_owned();
+        let files = files_of(&deb);
+        assert!(files.iter().any(|f| f.ends_with("/lib/snowflake_id.so")), "{files:?}");
+        assert!(files.iter().any(|f| f.ends_with("/extension/snowflake_id.control")), "{files:?}");
+
+        let out = as_root("apt-get", &["install", "-y", "-q", &deb]);
+        assert!(out.status.success(), "apt-get install: {}", String::from_utf8_lossy(&out.stderr));
+        let installed = Installed;
+        let status = std::process::Command::new("dpkg-query")
+            .args(["-W", "-f=${Status} ${Version}", "postgresql-15-snowflake-id"])
+            .output()
+            .unwrap();
+        let status = String::from_utf8(status.stdout).unwrap();
+        assert!(status.starts_with("install ok installed"), "{status}");
+        for f in &files {
+            assert!(Path::new(f).exists(), "{f} is installed");
+        }
+
+        let c = Cluster::new("debpackage", &REGRESS_SETTINGS);
+        c.start();
+        if let Err(diffs) = run_pg_regress(&c, false) {
+            panic!("the installed package differs from the expected SQL surface:\n{diffs}");
+        }
+        c.stop();
+        installed.remove();
+        let left: Vec<&String> = files.iter().filter(|f| Path::new(f).exists()).collect();
+        assert!(left.is_empty(), "left behind by apt-get remove: {left:?}");
     }
-    c.stop();
-    installed.remove();
-    let left: Vec<&String> = files.iter().filter(|f| Path::new(f).exists()).collect();
-    assert!(left.is_empty(), "left behind by apt-get remove: {left:?}");
-}
 
-/// The installed package, removed again also when the test fails midway.
-struct Installed;
+    /// The installed package, removed again also when the test fails midway.
+    struct Installed;
 
-impl Installed {
-    fn remove(self) {
-        let out = as_root("apt-get", &["remove", "-y", "-q", "postgresql-15-snowflake-id"]);
-        assert!(out.status.success(), "apt-get remove: {}", String::from_utf8_lossy(&out.stderr));
-        std::mem::forget(self);
+    impl Installed {
+        fn remove(self) {
+            let out = as_root("apt-get", &["remove", "-y", "-q", "postgresql-15-snowflake-id"]);
+            assert!(out.status.success(), "apt-get remove: {}", String::from_utf8_lossy(&out.stderr));
+            std::mem::forget(self);
+        }
     }
-}
 
-impl Drop for Installed {
-    fn drop(&mut self) {
-        let _ = as_root("apt-get", &["remove", "-y", "-q", "postgresql-15-snowflake-id"]);
+    impl Drop for Installed {
+        fn drop(&mut self) {
+            let _ = as_root("apt-get", &["remove", "-y", "-q", "postgresql-15-snowflake-id"]);
+        }
     }
 }
 
@@ -102,7 +107,19 @@ fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
     let out = Command::new(&install).arg(&other).output().unwrap();
     assert!(!out.status.success(), "install.sh accepted PostgreSQL 14");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("this package is for PostgreSQL 15"), "{stderr}");
+    let major = std::fs::read_to_string(unpacked.0.join(name).join("PG_MAJOR")).unwrap();
+    assert!(stderr.contains(&format!("this package is for PostgreSQL {}", major.trim())), "{stderr}");
+
+    // So is a system whose glibc is older than the one the library needs.
+    let old_system = unpacked.0.join("old-glibc");
+    std::fs::create_dir_all(&old_system).unwrap();
+    std::fs::write(old_system.join("getconf"), "#!/bin/sh\necho 'glibc 2.17'\n").unwrap();
+    assert!(Command::new("chmod").arg("755").arg(old_system.join("getconf")).status().unwrap().success());
+    let path = format!("{}:{}", old_system.display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(&install).arg(common::pg_config()).env("PATH", path).output().unwrap();
+    assert!(!out.status.success(), "install.sh accepted glibc 2.17");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("this package needs glibc 2.") && stderr.contains("built on"), "{stderr}");
 
     let pg_config = common::pg_config();
     let dir = |arg: &str| {
