@@ -17,6 +17,7 @@ Writes docs/bench/guard.md. Reports ratios; asserts nothing about time.
 import argparse
 import datetime
 import os
+import re
 import statistics
 import sys
 import time
@@ -109,7 +110,8 @@ def main():
     def each(xs):
         return ", ".join(n(x) for x in xs)
 
-    major = version.split()[-1].split(".")[0]
+    # "PostgreSQL 17.11", "PostgreSQL 15.20 (Debian 15.20-0+deb12u1)", "PostgreSQL 19rc1 (Debian 19~rc1-1)"
+    major = re.search(r"PostgreSQL (\d+)", version).group(1)
     lines = [
         f"# snowflake_guard(): apply rate with and without the check (PostgreSQL {major})",
         "",
