@@ -10,7 +10,8 @@ use super::marks::{changed_settings_hint, OTHER_SETTINGS_HINT};
 use super::shmem::{self, MarkWriter, StepBackReport, Unknown};
 use super::timestamp::last_instant;
 use super::{clock, ffi, marks, settings, state_file};
-use crate::snowflake::generator::{Block, Refusal, MARK_WINDOW_MS};
+use crate::snowflake::config::Config;
+use crate::snowflake::generator::{Block, Refusal, Window, MARK_WINDOW_MS};
 use crate::snowflake::time::UnixMillis;
 
 /// The most IDs one `snowflake_next_ids` call hands out.
@@ -261,10 +262,8 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
             "the high-water mark this server resumed from",
             format!(
                 "After a crash, an immediate shutdown or a failover, the generator continues above the last mark \
-                 recorded in WAL or its state file. Up to {} of that mark lies past the IDs it covered, which may run \
-                 up to snowflake_id.max_clock_drift (or one tick) ahead of the clock of their time (a bulk call runs \
-                 them ahead). ",
-                format_ms(MARK_WINDOW_MS)
+                 recorded in WAL or its state file. {} ",
+                describe_mark_reach(settings::config())
             ),
         )
     } else {
@@ -365,6 +364,28 @@ fn refuse_timestamp_exhausted() -> ! {
 }
 
 /// A duration as PostgreSQL shows a millisecond setting: `250ms`, `2s`, `1h`, `1d`.
+/// How far a mark lies past the IDs it covers and ahead of the clock, in
+/// this server's ticks: what a crash can leave the generator ahead by.
+pub fn describe_mark_reach(config: &Config) -> String {
+    let template = config.codec.template(config.node);
+    let time = &config.codec.time;
+    let window = Window::of(&template, time);
+    let tick = format_ms(u64::from(time.tick_ms()));
+    match window.whole_ticks() {
+        0 => format!(
+            "A mark lies at most {} of the {} positions of a {tick} tick past the IDs it covered, and no further \
+             ahead of the clock of its time than snowflake_id.max_clock_drift.",
+            window.positions(),
+            template.position(1)
+        ),
+        n => format!(
+            "A mark lies at most {n} ticks of {tick} ({}) past the IDs it covered, and no further ahead of the clock \
+             of its time than snowflake_id.max_clock_drift or those {n} ticks, whichever is more.",
+            format_ms(time.ms_in(n))
+        ),
+    }
+}
+
 pub fn format_ms(ms: u64) -> String {
     const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s")];
     UNITS

@@ -127,8 +127,8 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
     if let Some(e) = failed {
         ErrorReport::from(e)
             .set_detail(
-                "IDs continue up to the current high-water mark, about a second; then generating fails until the \
-                 file can be written.",
+                "IDs continue up to the current high-water mark (about a second of them at full rate); then \
+                 generating fails until the file can be written.",
             )
             .report(PgLogLevel::WARNING);
     }

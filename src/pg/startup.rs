@@ -33,7 +33,7 @@ use super::shmem::{self, State, Unknown};
 use super::{clock, new_space, settings, state_file};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::config::{sentence, Config};
-use crate::snowflake::generator::{window_ticks, Generator, Mark, MARK_WINDOW_MS};
+use crate::snowflake::generator::{ClockBackOutOfRange, Generator, Mark, Window, MARK_WINDOW_MS};
 use crate::snowflake::id_space::{self, CarryError};
 use crate::snowflake::state_file::{StateFile, StateFileError};
 use crate::snowflake::time::{span, UnixMillis};
@@ -193,7 +193,7 @@ fn initial_state() -> State {
             }
         }
     };
-    let resumed = Generator::new(config.codec.template(config.node), window_ticks(&config.codec.time), Some(mark));
+    let resumed = generator_for(config, Some(mark));
     let generator = match resumed {
         Ok(generator) => generator,
         Err(e) => {
@@ -309,11 +309,16 @@ fn report_new_node(changed: &[String], old: Node, new: Node) {
         .report(PgLogLevel::WARNING);
 }
 
+/// This server's generator, continuing above `resume` if given.
+fn generator_for(config: &Config, resume: Option<Mark>) -> Result<Generator, ClockBackOutOfRange> {
+    let template = config.codec.template(config.node);
+    Generator::new(template, Window::of(&template, &config.codec.time), resume)
+}
+
 /// A generator that continues from no mark: a first mark is made before it
 /// issues an ID, unless it is told of one (a replayed mark, a floor).
 fn fresh_generator(config: &Config) -> Generator {
-    Generator::new(config.codec.template(config.node), window_ticks(&config.codec.time), None)
-        .expect("without a mark there is no era to check")
+    generator_for(config, None).expect("without a mark there is no era to check")
 }
 
 /// Whether this is pg_upgrade's new cluster. pg_upgrade starts both clusters

@@ -19,9 +19,9 @@
 //!   position, recorded in the state file at a clean shutdown instead of a
 //!   mark set ahead. It is a mark too, the tightest one: the next start
 //!   continues there without a gap.
-//! - *Window* ([`MARK_WINDOW_MS`], [`window_ticks`]): how far a new mark
-//!   reaches past the IDs asked for (or past the wall clock, when that is
-//!   later), so that one durable write covers many IDs.
+//! - *Window* ([`Window`], [`MARK_WINDOW_MS`]): how far a new mark reaches
+//!   past the IDs asked for (or past the wall clock, when that is later): a
+//!   second's worth of positions, so that one durable write covers many IDs.
 //!
 //! # Invariants
 //! - Positions are handed out in strictly increasing order within one
@@ -35,7 +35,12 @@
 //!   (WAL redo on a standby or in recovery), therefore continues above every ID
 //!   issued before, whatever the wall clock did meanwhile.
 //! - An issued tick is at most `max_drift` ticks ahead of the wall clock
-//!   reading it was issued against. When that would be broken the generator
+//!   reading it was issued against, and a mark lies at most
+//!   `max(max_drift, window ticks)` ticks ahead of it (the window's whole
+//!   ticks: none when a tick is longer than [`MARK_WINDOW_MS`]). So a
+//!   generator resumed from a mark after a crash lies no further ahead than
+//!   `max_drift` allows, or than the window when that is longer; repeated
+//!   crashes cannot ratchet it further. When that would be broken the generator
 //!   asks the caller to wait, or with a clock_back field and a clock that went
 //!   back, starts a new era at the wall clock once its mark is durable.
 //! - A resume is not a clock step back: a mark records the wall clock it was
@@ -49,13 +54,53 @@ use super::codec::IdTemplate;
 use super::time::TimeBase;
 
 /// How far ahead each durable mark reserves: a write every ¾ second at most
-/// under full load, and after a crash the IDs run at most this far ahead of
-/// the clock.
+/// under full load.
 pub const MARK_WINDOW_MS: u64 = 1000;
 
-/// [`MARK_WINDOW_MS`] in ticks of `time`; at least one tick.
-pub fn window_ticks(time: &TimeBase) -> u64 {
-    time.ticks_in(MARK_WINDOW_MS).max(1)
+/// How far a new mark reaches: [`MARK_WINDOW_MS`] of the layout's positions
+/// past the IDs it covers, and past the wall clock by at most the later of
+/// `max_drift` and the window's whole ticks.
+///
+/// With ticks of a second or less the window is whole ticks (1000 of 1 ms).
+/// A longer tick holds more than a second of positions, so the window is the
+/// part of one tick's positions that a second is (at least one): a mark never
+/// reaches a whole long tick past its IDs, and a crash never skips one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Positions a new mark reserves past the IDs it covers.
+    positions: u64,
+    /// Whole ticks in the window (0 when a tick is longer than it): how far
+    /// past the wall clock a mark may reach when `max_drift` is shorter.
+    ticks: u64,
+}
+
+impl Window {
+    /// The window of a layout whose ticks `time` counts.
+    pub fn of(template: &IdTemplate, time: &TimeBase) -> Window {
+        let ticks = time.ticks_in(MARK_WINDOW_MS);
+        if ticks > 0 {
+            return Window::ticks(template, ticks);
+        }
+        let per_tick = u128::from(template.position(1));
+        let share = per_tick * u128::from(MARK_WINDOW_MS) / u128::from(time.tick_ms());
+        Window { positions: (share as u64).max(1), ticks: 0 }
+    }
+
+    /// A window of `ticks` whole ticks (at least one).
+    pub fn ticks(template: &IdTemplate, ticks: u64) -> Window {
+        let ticks = ticks.max(1);
+        Window { positions: template.position(ticks), ticks }
+    }
+
+    /// Positions a new mark reserves past the IDs it covers.
+    pub fn positions(&self) -> u64 {
+        self.positions
+    }
+
+    /// Whole ticks in the window; 0 when a tick is longer than it.
+    pub fn whole_ticks(&self) -> u64 {
+        self.ticks
+    }
 }
 
 /// A high-water mark: no ID of era `clock_back` was issued at or after
@@ -179,8 +224,7 @@ impl Iterator for Block {
 #[derive(Clone, Copy, Debug)]
 pub struct Generator {
     template: IdTemplate,
-    /// Positions each new mark reserves ahead of what it covers.
-    window: u64,
+    window: Window,
     /// Ask for the next mark once issuing comes this close to the durable one.
     renew_margin: u64,
     /// The next free position.
@@ -206,14 +250,12 @@ const NO_READING: i64 = i64::MIN;
 
 impl Generator {
     /// A generator for a node, continuing above `resume` (the last durable
-    /// mark) if there is one. `window_ticks` is how far each new mark reaches
-    /// ahead; at least one tick.
-    pub fn new(template: IdTemplate, window_ticks: u64, resume: Option<Mark>) -> Result<Self, ClockBackOutOfRange> {
-        let window = template.position(window_ticks.max(1));
+    /// mark) if there is one; `window` is how far each new mark reaches.
+    pub fn new(template: IdTemplate, window: Window, resume: Option<Mark>) -> Result<Self, ClockBackOutOfRange> {
         let mut g = Generator {
             template,
             window,
-            renew_margin: window / 4,
+            renew_margin: window.positions / 4,
             next: 0,
             fresh: true,
             clock_back: 0,
@@ -256,14 +298,14 @@ impl Generator {
     ///
     /// ```
     /// use snowflake_id::snowflake::codec::{Codec, Node};
-    /// use snowflake_id::snowflake::generator::{window_ticks, Generator, Refusal};
+    /// use snowflake_id::snowflake::generator::{Generator, Refusal, Window};
     /// use snowflake_id::snowflake::layout::Layout;
     /// use snowflake_id::snowflake::time::{TimeBase, UnixMillis};
     ///
     /// let layout = Layout::parse("timestamp:41,datacenter:5,worker:5,sequence:12").unwrap();
     /// let codec = Codec::new(layout, TimeBase::new(UnixMillis(1_735_689_600_000), 1).unwrap());
     /// let template = codec.template(Node { datacenter: 3, worker: 7 });
-    /// let mut g = Generator::new(template, window_ticks(&codec.time), None).unwrap();
+    /// let mut g = Generator::new(template, Window::of(&template, &codec.time), None).unwrap();
     /// let now = 5_000; // the wall clock, in ticks since the epoch
     ///
     /// // Nothing is issued before a mark is durable: the caller writes it
@@ -290,6 +332,12 @@ impl Generator {
         let limit = last_allowed_tick(now, max_drift);
 
         let start = self.next.max(wall_pos);
+        // The furthest a new mark may reach: the last position of the tick
+        // max_drift (or the window's whole ticks, when more) past the clock,
+        // unless the IDs it must cover lie beyond (they lie within max_drift).
+        let reach = wall_tick.saturating_add(max_drift.max(self.window.ticks)).min(max_tick);
+        let reach_end = t.position(reach + 1) - 1;
+        let mark_above = |covers: u64| covers.max(covers.saturating_add(self.window.positions).min(reach_end));
         let exhausted = t.tick_of(start) > max_tick;
         if exhausted || limit.is_none_or(|l| t.tick_of(start) > l) {
             let clock_went_back = now < self.wall_high;
@@ -300,7 +348,7 @@ impl Generator {
                 }
                 // A new era starts at the wall clock once its mark is durable.
                 return Err(Refusal::NeedMark(Mark {
-                    position: wall_pos.saturating_add(self.window),
+                    position: mark_above(wall_pos).max(wall_pos + 1),
                     clock_back: self.clock_back + 1,
                     wall: Some(now),
                 }));
@@ -318,22 +366,24 @@ impl Generator {
         // `limit` is at least the start's tick here.
         let last_allowed = t.position(limit.unwrap_or(0).min(max_tick) + 1) - 1;
         let wanted_end = start.saturating_add(want - 1).min(last_allowed);
-        let next_mark = |s: &Self| Mark {
-            position: (wanted_end + 1).max(wall_pos).saturating_add(s.window),
-            clock_back: s.clock_back,
-            wall: Some(s.wall_high),
+        let next_mark = Mark {
+            position: mark_above((wanted_end + 1).max(wall_pos)),
+            clock_back: self.clock_back,
+            wall: Some(self.wall_high),
         };
         if start >= self.durable {
-            return Err(Refusal::NeedMark(next_mark(self)));
+            return Err(Refusal::NeedMark(next_mark));
         }
         let end = wanted_end.min(self.durable - 1);
-        let renew = if self.requested <= self.durable && (end + 1).saturating_add(self.renew_margin) >= self.durable {
-            let m = next_mark(self);
-            self.requested = m.position;
-            Some(m)
-        } else {
-            None
-        };
+        // Near the limit of its reach a renewal may not get past the durable
+        // mark until the clock moves on: none is asked for then.
+        let renew = (self.requested <= self.durable
+            && (end + 1).saturating_add(self.renew_margin) >= self.durable
+            && next_mark.position > self.durable)
+            .then(|| {
+                self.requested = next_mark.position;
+                next_mark
+            });
         self.count(start, end, now);
         self.next = end + 1;
         self.fresh = false;
@@ -406,8 +456,7 @@ impl Generator {
     /// started one on the primary): the old space's marks no longer count,
     /// so the mark may be lower than the current one. Counters are kept.
     pub fn enter_new_space(&mut self, mark: Mark) -> Result<(), ClockBackOutOfRange> {
-        let window_ticks = self.template.tick_of(self.window);
-        let mut g = Generator::new(self.template, window_ticks, Some(mark))?;
+        let mut g = Generator::new(self.template, self.window, Some(mark))?;
         g.stats = self.stats;
         g.stats.marks_replayed += 1;
         *self = g;
@@ -418,7 +467,7 @@ impl Generator {
         if mark.clock_back > self.clock_back {
             self.clock_back = mark.clock_back;
             // The era is new: nothing of it was issued below the mark's start.
-            self.next = mark.position.saturating_sub(self.window);
+            self.next = mark.position.saturating_sub(self.window.positions);
             self.durable = mark.position;
             self.requested = mark.position;
             self.wall_high = mark.wall.unwrap_or(NO_READING);

@@ -21,7 +21,10 @@ struct Caller {
 
 impl Caller {
     fn new(spec: &str, window: u64) -> Caller {
-        Caller { g: Generator::new(template(spec), window, None).unwrap(), written: Vec::new() }
+        Caller {
+            g: Generator::new(template(spec), Window::ticks(&template(spec), window), None).unwrap(),
+            written: Vec::new(),
+        }
     }
 
     fn take(&mut self, now: i64, want: u64, drift: u64) -> Result<Vec<i64>, Refusal> {
@@ -57,23 +60,69 @@ impl Caller {
 }
 
 #[test]
-fn the_window_is_a_second_of_ticks_and_at_least_one() {
-    let ticks = |tick_ms| window_ticks(&TimeBase::new(UnixMillis(0), tick_ms).unwrap());
+fn the_window_is_a_second_of_positions() {
+    let t = template("timestamp:41,datacenter:5,worker:5,sequence:12");
+    let window = |tick_ms| Window::of(&t, &TimeBase::new(UnixMillis(0), tick_ms).unwrap());
     assert_eq!(MARK_WINDOW_MS, 1000);
-    assert_eq!(ticks(1), 1000);
-    assert_eq!(ticks(10), 100);
-    assert_eq!(ticks(3), 333, "rounded down");
-    assert_eq!(ticks(1000), 1);
-    assert_eq!(ticks(1500), 1, "a tick longer than the window still reaches one tick ahead");
-    assert_eq!(ticks(60_000), 1);
+    let whole = |w: Window| (w.whole_ticks(), w.positions());
+    assert_eq!(whole(window(1)), (1000, t.position(1000)));
+    assert_eq!(whole(window(10)), (100, t.position(100)));
+    assert_eq!(whole(window(3)), (333, t.position(333)), "rounded down");
+    assert_eq!(whole(window(1000)), (1, t.position(1)));
+    // A longer tick: the share of its 4096 positions that a second is.
+    assert_eq!(whole(window(2000)), (0, 2048));
+    assert_eq!(whole(window(60_000)), (0, 68));
+    assert_eq!(whole(window(86_400_000)), (0, 1), "at least one position");
+    let two_a_tick = template("timestamp:41,datacenter:5,worker:5,sequence:1");
+    let one_day = Window::of(&two_a_tick, &TimeBase::new(UnixMillis(0), 86_400_000).unwrap());
+    assert_eq!(whole(one_day), (0, 1));
 }
 
 const SMALL: &str = "timestamp:30,worker:3,sequence:2"; // 4 IDs per tick
 
+/// Day ticks with a day of drift (issue 30): two crashes in a row left 0.5.0
+/// two ticks ahead, refusing every call for about a day. A crash now skips
+/// one position, so crash after crash in one day never stops generation and
+/// never leaves a mark past the drift.
+#[test]
+fn crashes_with_day_ticks_never_leave_the_generator_beyond_the_drift() {
+    let spec = "timestamp:41,datacenter:5,worker:5,sequence:12";
+    let t = template(spec);
+    let window = Window::of(&t, &TimeBase::new(UnixMillis(0), 86_400_000).unwrap());
+    let (today, drift) = (700, 1);
+    let mut c = Caller { g: Generator::new(t, window, None).unwrap(), written: Vec::new() };
+    let mut last = 0;
+    for crash in 0..1000 {
+        let id = *c.take(today, 1, drift).unwrap_or_else(|e| panic!("after {crash} crashes: {e:?}")).last().unwrap();
+        assert!(id > last);
+        last = id;
+        let mark = c.durable().unwrap();
+        assert!(t.tick_of(mark.position) <= (today + drift as i64) as u64, "{crash}: {mark:?}");
+        c.g = Generator::new(t, window, c.durable()).unwrap();
+    }
+    // Each crash skipped at most the one position its mark reserved.
+    assert!(t.tick_of(c.g.mark().position) == today as u64, "{:?}", c.g.mark());
+}
+
+/// With ticks of a second or less and a drift shorter than the window, a
+/// mark still reaches the whole window past the clock (one write a second),
+/// and not more: after a crash the first call waits at most the window.
+#[test]
+fn a_short_drift_keeps_the_second_long_window() {
+    let mut c = Caller::new(SMALL, 10);
+    c.ids(100, 1, 0);
+    assert_eq!(c.durable().unwrap().position, template(SMALL).position(110) + 1);
+    // Running ahead within a drift of 30 ticks, marks reach no further than it.
+    let mut ahead = Caller::new(SMALL, 10);
+    ahead.ids(100, 4 * 30, 30);
+    let reach = template(SMALL).tick_of(ahead.durable().unwrap().position);
+    assert!(reach <= 130, "{reach}");
+}
+
 #[test]
 fn a_fresh_generator_starts_at_the_wall_clock_once_its_first_mark_is_durable() {
     let t = template(SMALL);
-    let mut g = Generator::new(t, 10, None).unwrap();
+    let mut g = Generator::new(t, Window::ticks(&t, 10), None).unwrap();
     let Err(Refusal::NeedMark(m)) = g.reserve(100, 1, 0) else { panic!("a first mark is needed") };
     assert_eq!(m, Mark { position: t.position(100) + 1 + t.position(10), clock_back: 0, wall: Some(100) });
     assert_eq!(g.stats().ids_issued, 0, "nothing issued before the mark is durable");
@@ -109,8 +158,12 @@ fn a_block_stops_at_the_drift_bound() {
 #[test]
 fn a_block_stops_at_the_durable_mark_and_asks_for_the_rest() {
     let t = template(SMALL);
-    let mut g =
-        Generator::new(t, 10, Some(Mark { position: t.position(105), clock_back: 0, wall: Some(100) })).unwrap();
+    let mut g = Generator::new(
+        t,
+        Window::ticks(&t, 10),
+        Some(Mark { position: t.position(105), clock_back: 0, wall: Some(100) }),
+    )
+    .unwrap();
     // Positions 100..105 of the old mark count as issued; nothing at or above 105.
     let Err(Refusal::NeedMark(m)) = g.reserve(100, 100, 1000) else { panic!() };
     assert_eq!(m.position, t.position(105) + 100 + t.position(10), "the mark covers the whole block wanted");
@@ -211,7 +264,7 @@ fn a_restart_resumes_above_the_mark_whatever_the_clock_says() {
         before.extend(c.ids(now, 3, 1_000_000));
     }
     // The clock is an hour behind after the restart.
-    let mut r = Caller { g: Generator::new(t, 10, c.durable()).unwrap(), written: Vec::new() };
+    let mut r = Caller { g: Generator::new(t, Window::ticks(&t, 10), c.durable()).unwrap(), written: Vec::new() };
     let after = r.ids(1000 - 3_600_000, 1, 10_000_000);
     assert!(after[0] > *before.iter().max().unwrap());
     assert_eq!(r.g.stats().clock_step_backs, 1, "the clock is below the reading the mark recorded");
@@ -226,7 +279,7 @@ fn a_resume_after_running_ahead_is_no_step_back() {
     let mut c = Caller::new(WITH_CB, 10);
     c.ids(1000, 36, 8);
     assert_eq!(c.g.drift(1000), 8);
-    let mut r = Caller { g: Generator::new(t, 10, c.durable()).unwrap(), written: Vec::new() };
+    let mut r = Caller { g: Generator::new(t, Window::ticks(&t, 10), c.durable()).unwrap(), written: Vec::new() };
     // The mark lies ahead of the clock: the first call waits for it rather than
     // starting a new era or counting a step back.
     assert!(matches!(r.take(1001, 1, 8), Err(Refusal::Wait { at_mark: true, .. })));
@@ -244,7 +297,7 @@ fn a_clean_shutdown_resumes_without_a_gap() {
     assert_eq!(resume.position, t.position(500) + 3);
     // With no drift allowed, the first call after the restart issues at once,
     // in the same tick, right after the last ID.
-    let mut r = Caller { g: Generator::new(t, 10, Some(resume)).unwrap(), written: Vec::new() };
+    let mut r = Caller { g: Generator::new(t, Window::ticks(&t, 10), Some(resume)).unwrap(), written: Vec::new() };
     let first = r.ids(500, 1, 0);
     assert_eq!(first, vec![t.encode(t.position(500) + 3, 0)]);
     assert!(first[0] > last);
@@ -311,12 +364,19 @@ fn clock_back_mode_still_waits_when_it_merely_ran_ahead() {
 #[test]
 fn clock_back_mode_errors_when_the_counter_would_wrap() {
     let t = template(WITH_CB);
-    let g = Generator::new(t, 10, Some(Mark { position: t.position(1000), clock_back: 3, wall: Some(1000) }));
+    let g = Generator::new(
+        t,
+        Window::ticks(&t, 10),
+        Some(Mark { position: t.position(1000), clock_back: 3, wall: Some(1000) }),
+    );
     let mut c = Caller { g: g.unwrap(), written: Vec::new() };
     assert_eq!(c.take(10, 1, 5), Err(Refusal::ClockBackExhausted));
     let resume = |clock_back| Some(Mark { position: 1, clock_back, wall: None });
-    assert_eq!(Generator::new(t, 10, resume(4)).err(), Some(ClockBackOutOfRange { recorded: 4, max: 3 }));
-    assert!(Generator::new(template(SMALL), 10, resume(1)).is_err());
+    assert_eq!(
+        Generator::new(t, Window::ticks(&t, 10), resume(4)).err(),
+        Some(ClockBackOutOfRange { recorded: 4, max: 3 })
+    );
+    assert!(Generator::new(template(SMALL), Window::ticks(&template(SMALL), 10), resume(1)).is_err());
 }
 
 #[test]
@@ -331,7 +391,7 @@ fn a_replayed_mark_raises_the_mark_of_a_standby() {
     for now in 1000..1100 {
         issued.extend(primary.ids(now, 50, 1_000_000));
     }
-    let mut standby = Generator::new(t, 10, base).unwrap();
+    let mut standby = Generator::new(t, Window::ticks(&t, 10), base).unwrap();
     for m in &primary.written {
         standby.raise_mark(*m).unwrap();
     }
@@ -352,7 +412,7 @@ fn a_replayed_mark_raises_the_mark_of_a_standby() {
 #[test]
 fn a_replayed_mark_of_a_later_era_switches_the_standby_to_it() {
     let t = template(WITH_CB);
-    let mut standby = Generator::new(t, 10, None).unwrap();
+    let mut standby = Generator::new(t, Window::ticks(&t, 10), None).unwrap();
     standby.raise_mark(Mark { position: t.position(510), clock_back: 1, wall: Some(500) }).unwrap();
     assert_eq!(standby.clock_back(), 1);
     let mut promoted = Caller { g: standby, written: Vec::new() };
@@ -389,9 +449,21 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// A window of `ticks` whole ticks, or with 0, the window of ticks longer
+/// than a second: part of one tick's positions, reaching no tick past the clock.
+fn window_of(t: &IdTemplate, ticks: u64) -> Window {
+    if ticks == 0 {
+        Window::of(t, &TimeBase::new(UnixMillis(0), 3_000).unwrap())
+    } else {
+        Window::ticks(t, ticks)
+    }
+}
+
 /// Runs the steps and returns every ID issued, in order, with its era.
+/// Checks each mark asked for against the reach the module promises.
 fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
     let t = template(spec);
+    let window = window_of(&t, window);
     let mut g = Generator::new(t, window, None).unwrap();
     let mut durable: Vec<Mark> = Vec::new();
     let mut renewals: Vec<Mark> = Vec::new();
@@ -437,17 +509,29 @@ fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
             }
             Step::Take { clock_moves, want } => {
                 now = (now + clock_moves).clamp(-100, 1 << 29);
+                // A mark reaches at most max(drift, the window's whole ticks)
+                // past the clock, to the end of that tick: a crash never
+                // leaves the generator further ahead.
+                let reach = |now: i64| (now.max(0) as u64 + drift.max(window.whole_ticks())).min(t.max_tick());
+                let within_reach = |m: &Mark, now: i64| m.position <= t.position(reach(now) + 1);
                 let mut attempts = 0;
                 loop {
                     attempts += 1;
                     assert!(attempts < 10, "a call settles within a few attempts");
                     match g.reserve(now, want, drift) {
                         Ok(grant) => {
+                            assert!(
+                                grant.renew.iter().all(|m| within_reach(m, now)),
+                                "{:?} past tick {}",
+                                grant.renew,
+                                reach(now)
+                            );
                             issued.extend(grant.block.map(|id| (g.clock_back(), id)));
                             renewals.extend(grant.renew);
                             break;
                         }
                         Err(Refusal::NeedMark(m)) => {
+                            assert!(within_reach(&m, now), "{m:?} past tick {}", reach(now));
                             if !write(&mut g, &mut durable, &mut fail_next, m) {
                                 break; // the caller gets an error
                             }
@@ -472,7 +556,7 @@ proptest! {
     #[test]
     fn never_a_repeated_or_decreasing_id(steps in proptest::collection::vec(step(), 1..120),
                                          drift in prop_oneof![Just(0u64), 0u64..10, 0u64..100_000_000],
-                                         window in 1u64..50) {
+                                         window in 0u64..50) {
         let issued = run(SMALL, drift, window, &steps);
         for pair in issued.windows(2) {
             prop_assert!(pair[0].1 < pair[1].1, "{:?} then {:?}", pair[0], pair[1]);
@@ -481,7 +565,7 @@ proptest! {
 
     #[test]
     fn clock_back_mode_never_repeats(steps in proptest::collection::vec(step(), 1..120),
-                                     drift in 0u64..20, window in 1u64..50) {
+                                     drift in 0u64..20, window in 0u64..50) {
         // clock_back below the timestamp: IDs may decrease across eras but never repeat.
         let issued = run("timestamp:30,clock_back:3,sequence:2", drift, window, &steps);
         let mut seen = HashSet::new();
@@ -500,13 +584,13 @@ proptest! {
                                                          drift in 0u64..20, window in 1u64..50) {
         // The clock only moves forward; restarts (clean or crashes) come and go.
         let t = template(WITH_CB);
-        let mut c = Caller { g: Generator::new(t, window, None).unwrap(), written: Vec::new() };
+        let mut c = Caller { g: Generator::new(t, Window::ticks(&t, window), None).unwrap(), written: Vec::new() };
         let mut now = 10_000i64;
         for (want, event) in takes {
             now += 1;
             match event {
-                1 => c.g = Generator::new(t, window, c.durable()).unwrap(),
-                2 => c.g = Generator::new(t, window, Some(c.g.resume_point())).unwrap(),
+                1 => c.g = Generator::new(t, Window::ticks(&t, window), c.durable()).unwrap(),
+                2 => c.g = Generator::new(t, Window::ticks(&t, window), Some(c.g.resume_point())).unwrap(),
                 _ => {}
             }
             loop {
