@@ -43,6 +43,7 @@ mod debian {
         assert!(files.iter().any(|f| f.ends_with("/lib/snowflake_id.so")), "{files:?}");
         assert!(files.iter().any(|f| f.ends_with("/extension/snowflake_id.control")), "{files:?}");
 
+        let live = Live::start("debrunning");
         let out = as_root("apt-get", &["install", "-y", "-q", &deb]);
         assert!(out.status.success(), "apt-get install: {}", String::from_utf8_lossy(&out.stderr));
         let installed = Installed;
@@ -55,6 +56,7 @@ mod debian {
         for f in &files {
             assert!(Path::new(f).exists(), "{f} is installed");
         }
+        live.check("apt-get install");
 
         let c = Cluster::new("debpackage", &REGRESS_SETTINGS);
         c.start();
@@ -130,7 +132,9 @@ fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
     for f in std::fs::read_dir(unpacked.0.join(name).join("extension")).unwrap() {
         files.push(dir("--sharedir").join("extension").join(f.unwrap().file_name()));
     }
-    // The test build's copies go first, so that only install.sh can put them back.
+    // The test build's copies go first, so that only install.sh can put them
+    // back; a server started from them runs through it all.
+    let live = Live::start("tarrunning");
     let installed = InstalledFiles(files);
     installed.remove();
     let out = as_root(install.to_str().unwrap(), &[pg_config.to_str().unwrap()]);
@@ -138,6 +142,7 @@ fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
     for f in &installed.0 {
         assert!(f.exists(), "{} is installed", f.display());
     }
+    live.check("install.sh");
 
     let c = Cluster::new("tarball", &REGRESS_SETTINGS);
     c.start();
@@ -145,6 +150,40 @@ fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
         panic!("the installed tarball differs from the expected SQL surface:\n{diffs}");
     }
     c.stop();
+}
+
+/// A server running with the library loaded, and a session open, while a
+/// package is installed under it (issue 30): both must outlive the install.
+struct Live {
+    cluster: Cluster,
+    session: postgres::Client,
+    last: i64,
+}
+
+impl Live {
+    fn start(name: &str) -> Live {
+        let cluster = Cluster::new(name, &[]);
+        cluster.start();
+        let mut session = cluster.session();
+        let last = session.query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+        Live { cluster, session, last }
+    }
+
+    fn check(mut self, route: &str) {
+        let open: i64 = self
+            .session
+            .query_one("SELECT snowflake_next_id()", &[])
+            .unwrap_or_else(|e| panic!("the open session died when {route} ran: {e}\n{}", self.cluster.log()))
+            .get(0);
+        let new: i64 = self.cluster.one("SELECT snowflake_next_id()");
+        assert!(self.last < open && open < new, "{route}");
+        drop(self.session);
+        self.cluster.stop();
+        self.cluster.start();
+        let after: i64 = self.cluster.one("SELECT snowflake_next_id()");
+        assert!(after > new, "{route}: after a restart on the installed build");
+        self.cluster.stop();
+    }
 }
 
 /// The unpacked tarball, removed when the test ends.

@@ -26,7 +26,7 @@ fn with_identity<'a>(settings: &[&'a str]) -> Vec<&'a str> {
 
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
-fn pg_major() -> &'static str {
+pub fn pg_major() -> &'static str {
     if cfg!(feature = "pg19") {
         "pg19"
     } else if cfg!(feature = "pg18") {
