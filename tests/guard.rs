@@ -283,6 +283,16 @@ fn a_subscriber_with_its_publishers_number_stops_the_apply() {
     assert!(status.clashes >= 1, "{status:?}");
     assert!(status.last_clash.as_deref().is_some_and(|m| m.contains(&own)), "{status:?}");
     assert!(status.last_clash_at_set, "{status:?}");
+    // Its text names tables, subscriptions and other servers: hidden, like
+    // state_file, from roles that may not see the server's settings.
+    let mut plain = subscriber.connect();
+    plain.batch_execute("CREATE ROLE clash_reader; SET ROLE clash_reader").unwrap();
+    let row = plain
+        .query_one("SELECT guard_clashes, last_clash, last_clash_at IS NOT NULL FROM snowflake_status()", &[])
+        .unwrap();
+    let (clashes, text, at): (i64, Option<String>, bool) = (row.get(0), row.get(1), row.get(2));
+    assert!(clashes >= 1 && text.is_none() && at, "{clashes} {text:?} {at}");
+    drop(plain);
 
     // guard_action = warning, on a reload: the next retry stores the row and warns.
     let mark = log_mark(&subscriber);

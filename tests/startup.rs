@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::{Duration, Instant};
+
 use common::{db_error, Cluster};
 
 #[test]
@@ -246,4 +248,69 @@ fn a_changed_worker_number_starts_and_says_what_to_check() {
         .unwrap();
     assert!(row.get::<_, i64>(0) > before, "above the IDs of the old number");
     assert_eq!(row.get::<_, i32>(1), 9);
+}
+
+/// Writes `settings` to `case.conf`, reloads, waits until the postmaster has
+/// read the files (it logs `until` then), and returns what it logged.
+fn reload_with(c: &Cluster, settings: &str, until: &str) -> String {
+    c.write_data_file("case.conf", format!("{settings}\n").as_bytes());
+    let before = c.log().len();
+    c.connect().batch_execute("SELECT pg_reload_conf()").unwrap();
+    // A bound for a hung server, not a measure of speed: the loop ends as soon
+    // as the line is there.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = c.log()[before..].to_string();
+        if log.contains(until) {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "no {until:?} after the reload:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_reload_says_at_once_when_the_next_start_will_fail() {
+    // Patroni's edit-config pushes settings without ALTER SYSTEM's checks; 0.5.0
+    // said nothing at the reload, and the next restart left the server down.
+    let c = Cluster::new("reloads", &["snowflake_id.worker_id = 7", "include_if_exists = 'case.conf'"]);
+    c.start();
+    const NEXT_START: &str = "WARNING:  the next server start will fail";
+
+    // A value out of the layout's range: only "cannot be changed without restarting" from PostgreSQL.
+    let log = reload_with(&c, "snowflake_id.worker_id = 32", "cannot be changed without restarting");
+    let warning = format!("{NEXT_START}: invalid value for parameter \"snowflake_id.worker_id\": \"32\"");
+    assert!(log.contains(&warning), "{log}");
+    assert!(log.contains("A reload leaves this server running with the settings it started with"), "{log}");
+
+    // A misspelled name: PostgreSQL drops the whole file.
+    let log = reload_with(&c, "snowflake_id.workerid = 8", "contains errors");
+    assert!(log.contains(&format!("{NEXT_START}: unrecognized configuration parameter \"snowflake_id.workerid\"")));
+    assert!(
+        log.contains("Did you mean \"snowflake_id.worker_id\"?") && log.contains("patronictl edit-config"),
+        "{log}"
+    );
+
+    // A date typed without dashes as the epoch.
+    let log = reload_with(&c, "snowflake_id.epoch = 20250101", "contains errors");
+    assert!(log.contains(&format!("{NEXT_START}: invalid value for parameter \"snowflake_id.epoch\"")), "{log}");
+    assert!(log.contains("typed without dashes"), "{log}");
+
+    // A valid new number, with a runtime setting that shows the reload was read: no warning.
+    let log = reload_with(
+        &c,
+        "snowflake_id.worker_id = 8\nsnowflake_id.max_wait = '7s'",
+        "cannot be changed without restarting",
+    );
+    assert!(!log.contains(NEXT_START), "a false alarm:\n{log}");
+    assert_eq!(c.one::<String>("SHOW snowflake_id.max_wait"), "7s");
+
+    // The warnings told the truth: with worker 32 the next start fails.
+    c.write_data_file("case.conf", b"snowflake_id.worker_id = 32\n");
+    c.stop();
+    assert!(c.try_start().is_err(), "the server started with worker 32");
+    c.write_data_file("case.conf", b"snowflake_id.worker_id = 8\n");
+    c.start();
+    let worker: i32 = c.session().query_one("SELECT worker_id FROM snowflake_status()", &[]).unwrap().get(0);
+    assert_eq!(worker, 8);
 }

@@ -30,9 +30,13 @@ use pgrx::PgLogLevel;
 
 use super::clock;
 use super::error::{self, ErrorReport, Raise};
-use crate::snowflake::config::{self, Config, ConfigError, Settings};
-use crate::snowflake::layout::{Field, Layout};
+
+mod next_start;
+mod written;
+use crate::snowflake::config::{self, Config, ConfigError};
+use crate::snowflake::layout::Field;
 use crate::snowflake::state_file;
+pub use written::Written;
 
 pub const DEFAULT_LAYOUT: &CStr = c"timestamp:41,datacenter:5,worker:5,sequence:12";
 pub const DEFAULT_EPOCH: &CStr = c"2025-01-01 00:00:00+00";
@@ -123,42 +127,9 @@ pub fn state_path() -> &'static Path {
 fn define_and_validate() -> Config {
     // What the configuration says, read before the definitions replace the
     // placeholders, so that a value PostgreSQL rejects is not silently lost.
-    let raw_layout = raw_setting(LAYOUT_NAME);
-    let raw_epoch = raw_setting(EPOCH_NAME);
-    let raw_tick = raw_setting(TICK_MS_NAME);
-    let raw_datacenter = raw_setting(DATACENTER_NAME);
-    let raw_worker = raw_setting(WORKER_NAME);
-    let raw_rmgr_id = raw_setting(WAL_RMGR_ID_NAME);
-
-    refuse_old_names();
-    refuse_unknown_names();
-    // Numbers are read as written before PostgreSQL parses them, which would
-    // accept 010 (octal 8) or 0x1f, and warn about 7ms before our refusal.
-    let int = |name: &'static CStr, raw: &Option<String>| raw.as_deref().map(|text| parse_int(name, text));
-    let tick_ms = int(TICK_MS_NAME, &raw_tick);
-    let datacenter_id = int(DATACENTER_NAME, &raw_datacenter);
-    let worker_id = int(WORKER_NAME, &raw_worker);
-    let rmgr_id = int(WAL_RMGR_ID_NAME, &raw_rmgr_id);
-
-    let default_layout = DEFAULT_LAYOUT.to_str().expect("ASCII");
-    let settings = Settings {
-        layout: raw_layout.as_deref().unwrap_or(default_layout),
-        epoch: raw_epoch.as_deref(),
-        tick_ms,
-        datacenter_id: datacenter_id.unwrap_or_else(|| i64::from(DATACENTER_ID.get())),
-        worker_id: worker_id.unwrap_or_else(|| i64::from(WORKER_ID.get())),
-    };
-    let config = Config::new(settings).unwrap_or_else(|e| refuse_to_start(e));
-    refuse_missing_identity(&config.codec.layout, raw_datacenter.is_some(), raw_worker.is_some());
-    let rmgr_id = rmgr_id.unwrap_or_else(|| i64::from(WAL_RMGR_ID.get()));
-    if !RMGR_IDS.contains(&rmgr_id) {
-        refuse_to_start(ConfigError {
-            setting: static_name(WAL_RMGR_ID_NAME),
-            value: rmgr_id.to_string(),
-            detail: "Custom WAL resource manager IDs are 128 to 255.".into(),
-            hint: "Choose an ID from 128 to 255 that no other library in shared_preload_libraries uses.".into(),
-        });
-    }
+    let written = Written::at_start();
+    next_start::init();
+    let config = written.check().unwrap_or_else(|report| report.raise(PgLogLevel::FATAL));
 
     // Only valid values reach PostgreSQL's own parsing, which would otherwise
     // warn and fall back to a default.
@@ -170,10 +141,10 @@ fn define_and_validate() -> Config {
 
     // A preset brings its own epoch and tick: show them in SHOW and pg_settings
     // as the defaults they are (as PostgreSQL does for wal_buffers = -1).
-    if raw_epoch.is_none() {
+    if written.value(EPOCH_NAME).is_none() {
         set_dynamic_default(EPOCH_NAME, &config.codec.time.epoch().to_string());
     }
-    if raw_tick.is_none() {
+    if written.value(TICK_MS_NAME).is_none() {
         set_dynamic_default(TICK_MS_NAME, &config.codec.time.tick_ms().to_string());
     }
     config
@@ -252,6 +223,13 @@ fn define_identity_settings() {
     }
 }
 
+/// At a reload, says whether the next start will refuse the files as they are.
+fn at_reload(source: pg_sys::GucSource::Type) {
+    if next_start::reloading(source) {
+        next_start::check();
+    }
+}
+
 /// True once the server runs: values set now (ALTER SYSTEM, a reload) are
 /// checked by the hooks below. At start, `define_and_validate` checks them all
 /// together and stops the server on a bad one, which a hook cannot do.
@@ -289,8 +267,9 @@ unsafe fn new_text(newval: *mut *mut c_char) -> Option<String> {
 unsafe extern "C-unwind" fn check_layout(
     newval: *mut *mut c_char,
     _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
+    source: pg_sys::GucSource::Type,
 ) -> bool {
+    at_reload(source);
     // SAFETY: PostgreSQL calls this hook with its own `newval`.
     match unsafe { new_text(newval) } {
         Some(text) if set_after_start() => config::check_layout(&text).map_or_else(refused, |_| true),
@@ -302,8 +281,9 @@ unsafe extern "C-unwind" fn check_layout(
 unsafe extern "C-unwind" fn check_epoch(
     newval: *mut *mut c_char,
     _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
+    source: pg_sys::GucSource::Type,
 ) -> bool {
+    at_reload(source);
     // SAFETY: PostgreSQL calls this hook with its own `newval`.
     match unsafe { new_text(newval) } {
         Some(text) if set_after_start() => config::check_new_epoch(&text, clock::now()).map_or_else(refused, |_| true),
@@ -315,8 +295,9 @@ unsafe extern "C-unwind" fn check_epoch(
 unsafe extern "C-unwind" fn check_datacenter(
     newval: *mut c_int,
     _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
+    source: pg_sys::GucSource::Type,
 ) -> bool {
+    at_reload(source);
     // SAFETY: PostgreSQL passes a valid pointer to the new value.
     check_node(Field::Datacenter, DATACENTER_NAME, unsafe { *newval })
 }
@@ -325,8 +306,9 @@ unsafe extern "C-unwind" fn check_datacenter(
 unsafe extern "C-unwind" fn check_worker(
     newval: *mut c_int,
     _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
+    source: pg_sys::GucSource::Type,
 ) -> bool {
+    at_reload(source);
     // SAFETY: PostgreSQL passes a valid pointer to the new value.
     check_node(Field::Worker, WORKER_NAME, unsafe { *newval })
 }
@@ -407,42 +389,6 @@ fn define_runtime_settings() {
     );
 }
 
-/// Our settings' names before 0.3.0, and their names now. They are not aliases:
-/// the `snowflake.` prefix belongs to pgEdge's snowflake extension, whose
-/// `snowflake.node` must keep working beside us, so we neither reserve that
-/// prefix nor read settings from it. A configuration that still uses an old
-/// name stops the server with the new name rather than being ignored.
-const OLD_NAMES: [(&CStr, &CStr); 7] = [
-    (c"snowflake.layout", LAYOUT_NAME),
-    (c"snowflake.epoch", EPOCH_NAME),
-    (c"snowflake.tick_ms", TICK_MS_NAME),
-    (c"snowflake.datacenter_id", DATACENTER_NAME),
-    (c"snowflake.worker_id", WORKER_NAME),
-    (c"snowflake.max_clock_drift", MAX_CLOCK_DRIFT_NAME),
-    (c"snowflake.max_wait", MAX_WAIT_NAME),
-];
-
-fn refuse_old_names() {
-    for (old, new) in OLD_NAMES {
-        if raw_setting(old).is_none() {
-            continue;
-        }
-        let (old, new) = (static_name(old), static_name(new));
-        error::new(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-            format!("configuration parameter \"{old}\" was renamed to \"{new}\""),
-        )
-        .set_detail(
-            "The settings of snowflake_id are named after the extension, snowflake_id.*; the \"snowflake.\" prefix \
-             belongs to pgEdge's snowflake extension.",
-        )
-        .set_hint(format!(
-            "Rename {old} to {new} in postgresql.conf (or postgresql.auto.conf) and start the server again."
-        ))
-        .raise(PgLogLevel::FATAL);
-    }
-}
-
 /// Every setting snowflake_id defines.
 const NAMES: [&CStr; 9] = [
     LAYOUT_NAME,
@@ -455,34 +401,6 @@ const NAMES: [&CStr; 9] = [
     WAL_RMGR_ID_NAME,
     GUARD_ACTION_NAME,
 ];
-
-/// Stops the server on a `snowflake_id.` setting that is none of ours, naming
-/// the one it probably meant.
-fn refuse_unknown_names() {
-    let ours = NAMES.map(static_name);
-    for (name, place) in placeholders() {
-        let lower = name.to_ascii_lowercase();
-        if !lower.starts_with("snowflake_id.") || ours.contains(&lower.as_str()) {
-            continue;
-        }
-        let meant = config::nearest(&lower, &ours).expect("snowflake_id has settings");
-        let set_in =
-            place.map_or_else(String::new, |(file, line)| format!("It is set in file \"{file}\" line {line}. "));
-        error::new(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-            format!("unrecognized configuration parameter \"{name}\""),
-        )
-        .set_detail(format!(
-            "{set_in}snowflake_id has no setting of that name. Ignoring it would leave the setting it was meant \
-                 to be at its default."
-        ))
-        .set_hint(format!(
-            "Did you mean \"{meant}\"? Correct the name in postgresql.conf (or postgresql.auto.conf) and start \
-                 the server again."
-        ))
-        .raise(PgLogLevel::FATAL);
-    }
-}
 
 /// The settings PostgreSQL has read from the configuration that no library
 /// has defined (yet), with the file and line that set each, when known.
@@ -549,45 +467,12 @@ unsafe fn guc_variables() -> Vec<*mut pg_sys::config_generic> {
     }
 }
 
-/// Stops the server when the layout has a datacenter or worker field whose
-/// number the configuration does not set: left to the default, it would be
-/// 0, the number of every other server nobody configured either.
-fn refuse_missing_identity(layout: &Layout, datacenter_set: bool, worker_set: bool) {
-    let missing = config::missing_identity(layout, datacenter_set, worker_set);
-    if missing.is_empty() {
-        return;
-    }
-    let quoted: Vec<String> = missing.iter().map(|n| format!("\"{n}\"")).collect();
-    let fields: Vec<&str> =
-        missing.iter().map(|n| if *n == static_name(DATACENTER_NAME) { "datacenter" } else { "worker" }).collect();
-    let (parameters, fields) = match fields.len() {
-        1 => (format!("parameter {}", quoted[0]), format!("a {} field", fields[0])),
-        _ => (format!("parameters {}", quoted.join(" and ")), format!("{} fields", fields.join(" and "))),
-    };
-    error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{parameters} must be set"))
-        .set_detail(format!(
-            "The layout {layout} has {fields}, and every server generating IDs into one ID space needs its own \
-             numbers. Left unset they would be 0, the numbers of every other server nobody configured either."
-        ))
-        .set_hint(format!(
-            "Set {} in postgresql.conf to this server's own numbers (0 is fine when no other server uses it) and \
-             start the server again.",
-            missing.join(" and ")
-        ))
-        .raise(PgLogLevel::FATAL);
-}
-
 /// The setting as the configuration wrote it, or `None` if not set anywhere.
 fn raw_setting(name: &CStr) -> Option<String> {
     // SAFETY: `missing_ok` is true, so an unknown name gives NULL, not an ERROR.
     let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
     // SAFETY: not NULL, so the value's C string, which PostgreSQL keeps.
     (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
-}
-
-/// Reads an integer setting as written (plain decimal digits), or refuses to start.
-fn parse_int(name: &'static CStr, text: &str) -> i64 {
-    config::parse_identity_number(static_name(name), text).unwrap_or_else(|e| refuse_to_start(e))
 }
 
 fn static_name(name: &'static CStr) -> &'static str {
@@ -617,10 +502,6 @@ impl From<ConfigError> for ErrorReport {
         .set_detail(e.detail)
         .set_hint(e.hint)
     }
-}
-
-fn refuse_to_start(e: ConfigError) -> ! {
-    ErrorReport::from(e).raise(PgLogLevel::FATAL)
 }
 
 /// `snowflake_id.max_clock_drift` in milliseconds, read from the variable

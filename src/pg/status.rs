@@ -7,7 +7,9 @@ use super::{clock, ffi, settings, shmem};
 
 /// Whether the current role may see where the data directory is, as with
 /// `SHOW data_directory`: a superuser or a member of pg_read_all_settings.
-fn may_see_data_directory() -> bool {
+/// The last clash's text (table, subscription and other servers' system
+/// identifiers) is kept from other roles under the same rule.
+fn may_see_server_details() -> bool {
     // SAFETY: catalog lookups in a backend inside a transaction, as any SQL
     // function runs; pgrx's guards turn their errors into Rust panics.
     unsafe {
@@ -68,8 +70,9 @@ fn snowflake_status() -> TableIterator<
         let guard = shmem::guard();
         (guard.clashes, guard.last())
     };
+    let details = may_see_server_details();
     let (last_clash, last_clash_at) = match last_clash {
-        Some((text, at)) => (Some(text), timestamptz(at)),
+        Some((text, at)) => (details.then_some(text), timestamptz(at)),
         None => (None, None),
     };
     TableIterator::once((
@@ -105,7 +108,7 @@ fn snowflake_status() -> TableIterator<
         count(stats.marks_replayed),
         state.wal_micros as f64 / 1000.0,
         state.file_micros as f64 / 1000.0,
-        may_see_data_directory().then(|| settings::state_path().display().to_string()),
+        details.then(|| settings::state_path().display().to_string()),
         i64::from(state.id_space),
         count(clashes),
         last_clash,

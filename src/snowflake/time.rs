@@ -119,10 +119,22 @@ const SECONDS_START: i64 = 1_000_000_000;
 const SECONDS_END: i64 = 100_000_000_000;
 
 /// Parses an epoch as [`parse_instant`] does, refusing a number of Unix
-/// seconds written where milliseconds belong (`1735689600` for 2025-01-01).
+/// seconds written where milliseconds belong (`1735689600` for 2025-01-01),
+/// and a date typed without dashes (`20250101`): as milliseconds both fall
+/// in 1970 to 1973, where no real epoch lies.
 pub fn parse_epoch(text: &str) -> Result<UnixMillis, String> {
     let epoch = parse_instant(text)?;
     let bare = text.trim().bytes().all(|b| b.is_ascii_digit());
+    if bare && text.trim().len() == 8 {
+        let dashed = format!("{}-{}-{}", &text.trim()[..4], &text.trim()[4..6], &text.trim()[6..]);
+        if parse_instant(&dashed).is_ok() {
+            return Err(format!(
+                "{} looks like the date {dashed} typed without dashes, but a number is read as Unix milliseconds \
+                 ({epoch}); write '{dashed}'",
+                text.trim()
+            ));
+        }
+    }
     if bare && (SECONDS_START..SECONDS_END).contains(&epoch.0) {
         return Err(format!(
             "{} looks like Unix seconds ({}), but a number is read as milliseconds ({epoch}); write {}000",
@@ -308,6 +320,21 @@ mod tests {
         assert!(parse_epoch("99999999999").is_err());
         assert_eq!(parse_epoch("100000000000"), Ok(UnixMillis(100_000_000_000)));
         assert_eq!(parse_epoch("2025-01-01"), Ok(UnixMillis(1_735_689_600_000)));
+    }
+
+    #[test]
+    fn an_epoch_date_without_dashes_is_refused_naming_the_date() {
+        // Issue 30: 20250101 was read as 1970-01-01 05:37 and the range ended in 2039.
+        assert_eq!(
+            parse_epoch("20250101"),
+            Err("20250101 looks like the date 2025-01-01 typed without dashes, but a number is read as Unix \
+                 milliseconds (1970-01-01 05:37:30.101+00); write '2025-01-01'"
+                .into())
+        );
+        assert!(parse_epoch(" 19700101 ").is_err());
+        // Eight digits that are no date stay milliseconds.
+        assert_eq!(parse_epoch("20251301"), Ok(UnixMillis(20_251_301)));
+        assert_eq!(parse_epoch("2025010"), Ok(UnixMillis(2_025_010)));
     }
 
     #[test]
