@@ -120,3 +120,41 @@ fn a_standby_that_cannot_write_its_state_file_waits_serving_reads() {
     let next: i64 = standby.one("SELECT snowflake_next_id()");
     assert!(next > max_primary);
 }
+
+#[test]
+fn a_replica_with_its_own_number_is_no_renumbering() {
+    // Per-node numbers: every replica starts from its primary's state file,
+    // written under the primary's number. 0.5.0 warned as for a renumbering,
+    // with a hint about handing the old number on, on every one of them.
+    let primary = Cluster::new("perprimary", &["snowflake_id.worker_id = 1"]);
+    primary.start();
+    let before: i64 =
+        primary.session().query_one("SELECT max(id) FROM snowflake_next_ids(100) id", &[]).unwrap().get(0);
+    for (copy, name) in [
+        (Cluster::standby_of(&primary, "perreplica", &["snowflake_id.worker_id = 2"]), "a replica"),
+        (Cluster::base_backup_of(&primary, "perrestore"), "a restored backup"),
+    ] {
+        copy.set("snowflake_id.worker_id = 3");
+        copy.start();
+        let log = copy.log();
+        assert!(
+            log.contains(
+                "LOG:  snowflake_id continues above the marks of the server this data directory was copied from \
+                 (datacenter 0, worker 1), with its own number (datacenter 0, worker 3)"
+            ),
+            "{name}:\n{log}"
+        );
+        assert!(!log.contains("node number changed"), "{name}: a false alarm:\n{log}");
+        if name == "a restored backup" {
+            copy.wait_until_writable();
+            let first: i64 = copy.one("SELECT snowflake_next_id()");
+            assert!(first > before, "above the primary's IDs");
+            // A crash re-initialises shared memory: still no false alarm.
+            let mut s = copy.connect();
+            let victim: i32 = s.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+            copy.crash_backend(victim);
+            assert!(!copy.log().contains("node number changed"), "{name} after a crash:\n{}", copy.log());
+        }
+        copy.stop();
+    }
+}

@@ -49,6 +49,10 @@ const PG_UPGRADE_NEW_CLUSTER_OPTIONS: [&CStr; 3] = [c"fsync", c"full_page_writes
 /// backend crashed. Postmaster memory only.
 static mut REINITIALISED: bool = false;
 
+/// The node number of the server whose data directory this one was copied
+/// from, when it started as a fresh copy. Postmaster memory only.
+static mut COPIED_FROM: Option<Node> = None;
+
 /// Installs the shared memory hooks. Postmaster only, while
 /// `shared_preload_libraries` load.
 pub fn init() {
@@ -166,7 +170,11 @@ fn initial_state() -> State {
     let only_node = changed.is_empty();
     let node = record.changed_node(config.node);
     if !node.is_empty() {
-        report_new_node(&node, record.node, config.node);
+        if is_a_copy_of(record.node, first_start) {
+            report_copied_file(record.node, config.node);
+        } else {
+            report_new_node(&node, record.node, config.node);
+        }
         changed.extend(node);
     }
     // Generator state never stops the server (nor its re-initialisation after
@@ -284,6 +292,37 @@ fn carry_to_new_settings(
     .set_detail(format!("{detail} The state file's settings were {}.", describe(made_under)))
     .set_hint(changed_settings_hint(&wait_hint));
     Err((later, Box::new(report)))
+}
+
+/// Whether the state file came with a copy of another server's data
+/// directory rather than from this server under another number: the copy
+/// starts with a `backup_label`, which pg_basebackup (and so a Patroni
+/// reinit), pg_rewind and backup tools such as pgBackRest leave for recovery,
+/// and which recovery renames before this server writes a file of its own.
+/// A re-initialisation after a crash remembers it.
+fn is_a_copy_of(file_node: Node, first_start: bool) -> bool {
+    // SAFETY: postmaster memory, written only here, in its main thread.
+    unsafe {
+        if first_start && settings::state_path().with_file_name("backup_label").exists() {
+            COPIED_FROM = Some(file_node);
+        }
+        COPIED_FROM == Some(file_node)
+    }
+}
+
+/// A replica, a restored backup or a rewound server starts with the state
+/// file of the server it was copied from, written under that server's
+/// number: nothing to check, so no warning.
+fn report_copied_file(old: Node, new: Node) {
+    error::new(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id continues above the marks of the server this data directory was copied from (datacenter \
+             {}, worker {}), with its own number (datacenter {}, worker {})",
+            old.datacenter, old.worker, new.datacenter, new.worker
+        ),
+    )
+    .report(PgLogLevel::LOG);
 }
 
 /// A server renumbered (the deployment guide's standby before promotion, or
