@@ -795,3 +795,145 @@ fn a_subscription_within_one_cluster_is_no_clash() {
     });
     assert_no_clash(&c, mark);
 }
+
+/// Rows of this server's own number that it issued itself come back to it:
+/// A (worker 7) guards and publishes `t`; P (worker 8) copies it, stops
+/// subscribing and publishes `t`; A empties `t` and copies it back from P.
+/// That is how a table is re-seeded; 0.5.0 refused the copy for ever. A's
+/// own IDs below where its IDs end are no proof of another server: stored,
+/// warned about and counted, whatever guard_action says.
+#[test]
+fn own_rows_coming_back_in_a_copy_are_no_clash() {
+    let a = node("reseeda", 1, 7, &[]);
+    let p = node("reseedp", 1, 8, &[]);
+    arm_guard(&a);
+    insert(&a, 50, "a");
+    publish(&a, "puba");
+    let sql = format!("CREATE SUBSCRIPTION sub_a CONNECTION '{}' PUBLICATION puba", conninfo(&a));
+    p.connect().batch_execute(&sql).unwrap();
+    wait_until("P has copied A's rows", SHORT, &[&p], || rows(&p, "v = 'a'") == 50);
+    p.connect().batch_execute("DROP SUBSCRIPTION sub_a").unwrap();
+    publish(&p, "pubp");
+    a.connect().batch_execute("TRUNCATE t").unwrap();
+    let mark = log_mark(&a);
+    let sql = format!("CREATE SUBSCRIPTION sub_p CONNECTION '{}' PUBLICATION pubp", conninfo(&p));
+    a.connect().batch_execute(&sql).unwrap();
+    wait_until("A has its rows back", SHORT, &[&a, &p], || rows(&a, "v = 'a'") == 50);
+    let log = log_since(&a, mark);
+    assert!(lines_with(&log, "ERROR", &[CLASH]).is_empty(), "the copy was stopped:\n{log}");
+    wait_for_log(&a, mark, "WARNING", &[&own_number_from("sub_p"), &number(1, 7)]);
+    assert!(log_since(&a, mark).contains("may be one of this server's own rows coming back"));
+    assert!(guard_status(&a).clashes >= 1);
+    // P's own rows go on arriving.
+    insert(&p, 10, "p");
+    wait_until("A has P's new rows", SHORT, &[&a, &p], || rows(&a, "v = 'p'") == 10);
+}
+
+/// A pglogical or Spock provider reached through two subscriptions: rows of
+/// one provider under two replication origins of another system's naming
+/// (applied with session_replication_role = replica, as their apply
+/// workers do), whose IDs interleave. Those origins do not say which server
+/// they are, so this is no proof: 0.5.0 stopped the apply ("arrives from two
+/// servers"); now the rows are stored and the finding counted.
+#[test]
+fn two_origins_of_another_system_are_no_proof() {
+    let c = node("pglc", 1, 9, &[]);
+    arm_guard(&c);
+    let mark = log_mark(&c);
+    let mut s = c.connect();
+    s.batch_execute(
+        "SELECT pg_replication_origin_create('pgl_provider_set1'), pg_replication_origin_create('pgl_provider_set2');
+         SET session_replication_role = replica",
+    )
+    .unwrap();
+    // IDs of (datacenter 1, worker 5) at now, +10 ms and +20 ms, as the provider generated them.
+    let id_at = |ms: i32| {
+        format!(
+            "snowflake_from_timestamp(clock_timestamp() + interval '{ms} ms') | (1::bigint << 17) | (5::bigint << 12)"
+        )
+    };
+    for (origin, ms) in [("pgl_provider_set1", 0), ("pgl_provider_set2", 10), ("pgl_provider_set1", 20)] {
+        let sql = format!(
+            "SELECT pg_replication_origin_session_setup('{origin}');
+             INSERT INTO t (id, v) SELECT {}, '{origin}';
+             SELECT pg_replication_origin_session_reset();",
+            id_at(ms)
+        );
+        s.batch_execute(&sql).unwrap_or_else(|e| panic!("{origin}: {e:?}\n{}", log_since(&c, mark)));
+    }
+    assert_eq!(rows(&c, "v LIKE 'pgl_provider_set%'"), 3, "every row stored");
+    let line = wait_for_log(&c, mark, "WARNING", &[TWO_SERVERS, &number(1, 5)]);
+    let log = log_since(&c, mark);
+    assert!(log.contains("no proof of a clash"), "{line}\n{log}");
+    assert!(guard_status(&c).clashes >= 1);
+}
+
+/// A coordinated column rename (on the publisher and the subscriber, valid
+/// for logical replication): the guard follows its column by number, as the
+/// trigger's UPDATE OF column does. 0.5.0 looked it up by its old name and
+/// failed every apply with "column \"id\" checked by snowflake_id_guard is
+/// no bigint column".
+#[test]
+fn the_guard_follows_a_renamed_column() {
+    let a = node("renamea", 1, 5, &[]);
+    let c = node("renamec", 1, 9, &[]);
+    publish(&a, "pub");
+    subscribe(&c, "sub_a", &a, "pub", &[]);
+    arm_guard(&c);
+    insert(&a, 10, "before");
+    wait_until("C has A's rows", SHORT, &[&a, &c], || rows(&c, "v = 'before'") == 10);
+    for server in [&c, &a] {
+        server.connect().batch_execute("ALTER TABLE t RENAME COLUMN id TO tid").unwrap();
+    }
+    let mark = log_mark(&c);
+    insert(&a, 10, "after");
+    wait_until("C has A's rows after the rename", SHORT, &[&a, &c], || rows(&c, "v = 'after'") == 10);
+    assert!(!log_since(&c, mark).contains("checked by snowflake_id_guard"), "{}", log_since(&c, mark));
+    // Still checked: a row with C's own number, which C never issued, stops the apply.
+    let own =
+        "snowflake_from_timestamp(clock_timestamp() + interval '1 minute') | (1::bigint << 17) | (9::bigint << 12)";
+    a.connect().batch_execute(&format!("INSERT INTO t (tid, v) SELECT {own}, 'own'")).unwrap();
+    wait_for_log(&c, mark, "ERROR", &[&own_number_from("sub_a"), &number(1, 9)]);
+    assert_eq!(rows(&c, "v = 'own'"), 0);
+}
+
+/// PostgreSQL 19's subscriptions through a foreign server and a user mapping
+/// (`CREATE SUBSCRIPTION ... SERVER`) keep no connection string in the
+/// catalog; the guard builds it as the apply worker does. 0.5.0 could not
+/// ask such a publisher who it is, so two publishers with one number, one
+/// of them behind such a subscription, went unseen.
+#[test]
+fn a_subscription_through_a_foreign_server_names_its_publisher() {
+    if pg_major() < 19 {
+        eprintln!("skipped: CREATE SUBSCRIPTION ... SERVER is new in PostgreSQL 19");
+        return;
+    }
+    let a = node("fdwa", 1, 5, &[]);
+    let b = node("fdwb", 1, 5, &[]);
+    let c = node("fdwc", 1, 9, &["snowflake_id.guard_action = 'warning'"]);
+    publish(&a, "pub");
+    publish(&b, "pub");
+    c.connect()
+        .batch_execute(&format!(
+            "CREATE EXTENSION postgres_fdw;
+             CREATE SERVER pub_a FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '127.0.0.1', port '{}', dbname 'postgres');
+             CREATE USER MAPPING FOR postgres SERVER pub_a OPTIONS (user 'postgres');
+             CREATE SUBSCRIPTION sub_a SERVER pub_a PUBLICATION pub WITH (copy_data = false)",
+            a.port
+        ))
+        .unwrap();
+    subscribe(&c, "sub_b", &b, "pub", &[]);
+    arm_guard(&c);
+    let mark = log_mark(&c);
+    insert(&a, 10, "a1");
+    wait_until("C has A's rows", SHORT, &[&c], || rows(&c, "v = 'a1'") == 10);
+    insert(&b, 10, "b");
+    wait_until("C has B's rows", SHORT, &[&c], || rows(&c, "v = 'b'") == 10);
+    insert(&a, 10, "a2");
+    wait_until("C has A's new rows", SHORT, &[&c], || rows(&c, "v = 'a2'") == 10);
+    wait_for_log(&c, mark, "WARNING", &[TWO_SERVERS, &number(1, 5)]);
+    let log = log_since(&c, mark);
+    assert!(!log.contains("could not ask the publisher"), "{log}");
+    let last = guard_status(&c).last_clash.unwrap_or_default();
+    assert!(last.contains(&server(&a)) && last.contains(&server(&b)), "{last}");
+}

@@ -29,7 +29,7 @@ use super::settings::{self, GuardAction};
 use super::timestamp::from_pg_micros;
 use super::{clock, shmem};
 use crate::snowflake::codec::{Codec, Node};
-use crate::snowflake::guard::{self, Delivered, Server, Verdict};
+use crate::snowflake::guard::{self, Delivered, Own, Server, Verdict};
 use crate::snowflake::layout::Field;
 use crate::snowflake::time::UnixMillis;
 
@@ -73,6 +73,7 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
         return pass; // this server's own rows, from another database or its own standby
     }
     let config = settings::config();
+    let own = Own { node: config.node, issued_below: shmem::read().generator.resume_point() };
     // SAFETY: the trigger of this call.
     let judge_from = UnixMillis(unsafe { armed_at(data) }.0.saturating_sub(ARMING_SKEW_MS));
     let mut asked_again = false;
@@ -81,11 +82,11 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
         // checked for this server's own number only.
         let server = source.server.filter(|_| !source.copy);
         let verdict =
-            guard::check(&config.codec, config.node, &mut shmem::guard().owners, id, (server, source.path), judge_from);
+            guard::check(&config.codec, own, &mut shmem::guard().owners, id, (server, source.path), judge_from);
         match verdict {
             // The other server's subscription was dropped (its number fixed,
             // or the server removed): it clashes no more.
-            Verdict::TwoServers { node, other } if !publisher::path_exists(other.via) => {
+            Verdict::TwoServers { node, other, .. } if !publisher::path_exists(other.via) => {
                 shmem::guard().owners.forget(node, other.server);
             }
             // One system on two timelines: first make sure this worker's
@@ -99,14 +100,14 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
             verdict => break verdict,
         }
     };
-    let (node, other) = match verdict {
+    let (node, other, proven) = match verdict {
         Verdict::Fine | Verdict::Untracked(_) => return pass,
-        Verdict::OwnNode(node) => (node, None),
-        Verdict::TwoServers { node, other } => (node, Some(other)),
+        Verdict::OwnNode { node, proven } => (node, None, proven),
+        Verdict::TwoServers { node, other, proven } => (node, Some(other), proven),
     };
     // SAFETY: the trigger's relation.
     let table = unsafe { table_name(data.tg_relation) };
-    report(&config.codec, node, id, origin, source.server, other, &table);
+    report(&config.codec, Finding { node, id, origin, server: source.server, other, proven }, &table);
     pass
 }
 
@@ -134,9 +135,12 @@ unsafe fn armed_at(data: &pg_sys::TriggerData) -> UnixMillis {
     armed.map_or_else(|| from_pg_micros(unsafe { pg_sys::PgStartTime }), UnixMillis)
 }
 
-/// The ID in the column the trigger names, `None` when it is NULL. A column
-/// that is gone or no longer a bigint fails the apply: the check would be
-/// silently off, or would read something else as an ID.
+/// The ID in the column the trigger checks, `None` when it is NULL. The
+/// column is the trigger's `UPDATE OF` column, by number, so it follows a
+/// rename (a coordinated rename on publisher and subscriber is valid for
+/// logical replication); a trigger without one falls back to the name it was
+/// armed with. A column no longer a bigint fails the apply: the check would
+/// read something else as an ID.
 ///
 /// # Safety
 /// `data` is the current trigger call's, `row` one of its tuples.
@@ -146,17 +150,30 @@ unsafe fn id_of(data: &pg_sys::TriggerData, row: pg_sys::HeapTuple) -> Option<i6
     if trigger.tgnargs < 1 || row.is_null() {
         return None;
     }
-    // SAFETY: tgargs holds tgnargs C strings; the relation is open.
-    let (column, attnum) = unsafe { (*trigger.tgargs, pg_sys::attnameAttNum(rel, *trigger.tgargs, false)) };
-    // SAFETY: as above; attnumTypeId reads the relation's descriptor.
-    if attnum <= 0 || unsafe { pg_sys::attnumTypeId(rel, attnum) } != pg_sys::INT8OID {
-        // SAFETY: a C string of the trigger's, and the open relation.
-        let (column, table) = unsafe { (CStr::from_ptr(column).to_string_lossy(), table_name(rel)) };
+    // SAFETY: tgattr holds tgnattr column numbers, tgargs tgnargs C strings;
+    // the relation is open.
+    let attnum = unsafe {
+        if trigger.tgnattr >= 1 {
+            i32::from(*trigger.tgattr)
+        } else {
+            pg_sys::attnameAttNum(rel, *trigger.tgargs, false)
+        }
+    };
+    // SAFETY: the open relation's descriptor.
+    let natts = unsafe { (*(*rel).rd_att).natts };
+    // SAFETY: attnumTypeId reads the relation's descriptor; a dropped column has no type.
+    if attnum <= 0 || attnum > natts || unsafe { pg_sys::attnumTypeId(rel, attnum) } != pg_sys::INT8OID {
+        // SAFETY: the open relation, and a C string of the trigger's.
+        let (column, table) = unsafe {
+            let name = pg_sys::get_attname((*rel).rd_id, attnum as i16, true);
+            let name = if name.is_null() { *trigger.tgargs } else { name };
+            (CStr::from_ptr(name).to_string_lossy().into_owned(), table_name(rel))
+        };
         error::new(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("column \"{column}\" checked by snowflake_id_guard is no bigint column of table \"{table}\""),
         )
-        .set_detail("The column was renamed, dropped or changed after snowflake_guard() armed the check.")
+        .set_detail("The column was dropped or its type changed after snowflake_guard() armed the check.")
         .set_hint(format!("Arm the check again: SELECT snowflake_guard('{table}', 'column holding the IDs')."))
         .raise(PgLogLevel::ERROR);
     }
@@ -220,54 +237,72 @@ fn node_text(codec: &Codec, node: Node) -> String {
     }
 }
 
-fn report(
-    codec: &Codec,
+/// What the guard found in one applied ID, for its report.
+struct Finding {
     node: Node,
     id: i64,
     origin: Origin,
+    /// Who sent it, when known.
     server: Option<Server>,
+    /// What another server of the same number delivered, if that is the finding.
     other: Option<Delivered>,
-    table: &str,
-) {
-    let number = node_text(codec, node);
-    let from = source(origin);
-    let (message, detail) = match (server, other) {
+    /// Proof that two servers generate with the number, rather than evidence.
+    proven: bool,
+}
+
+fn report(codec: &Codec, f: Finding, table: &str) {
+    let (number, id) = (node_text(codec, f.node), f.id);
+    let from = source(f.origin);
+    let (message, detail) = match (f.server, f.other) {
         (Some(server), Some(other)) => (
             format!("snowflake_id number ({number}) arrives from two servers in table \"{table}\""),
             format!(
                 "The applied ID {id} arrives through {from} from {}, among IDs of that number from {} to {} that \
-                 arrived from {} (since this server started): two servers generate with it at once, and their IDs \
-                 can repeat.{}",
+                 arrived from {} (since this server started){}",
                 server_text(&server),
                 other.low,
                 other.high,
                 server_text(&other.server),
-                if server.system == other.server.system {
-                    " Both are one system on two timelines: the old primary of a failover still generates beside \
-                     the promoted standby (split brain)."
+                if !f.proven {
+                    ". Another replication system's origins do not say which server sent their rows, so the two \
+                     may be one provider reached through two subscriptions (pglogical or Spock replication sets \
+                     split over subscriptions): no proof of a clash, so the row is stored and counted."
+                } else if server.system == other.server.system {
+                    ": two servers generate with it at once, and their IDs can repeat. Both are one system on two \
+                     timelines: the old primary of a failover still generates beside the promoted standby (split \
+                     brain)."
                 } else {
-                    ""
+                    ": two servers generate with it at once, and their IDs can repeat."
                 }
             ),
         ),
         _ => (
             format!("snowflake_id number ({number}) of this server arrives from {from} in table \"{table}\""),
-            format!(
-                "The applied ID {id} carries this server's own snowflake_id number: another server generates with \
-                 it, and IDs of the two can repeat."
-            ),
+            if f.proven {
+                format!(
+                    "The applied ID {id} carries this server's own snowflake_id number, and this server has not \
+                     issued it: another server generates with it, and IDs of the two can repeat."
+                )
+            } else {
+                format!(
+                    "The applied ID {id} carries this server's own snowflake_id number and lies below the IDs this \
+                     server has issued: it may be one of this server's own rows coming back (a table re-seeded \
+                     from a subscriber that had copied it), or another server's with its number. No proof of a \
+                     clash, so the row is stored and counted."
+                )
+            },
         ),
     };
     shmem::guard().record(&format!("{message}. {detail}"), clock::now());
     let hint = "Give every generating server its own snowflake_id.datacenter_id and worker_id (compare \
-                snowflake_status() across servers). snowflake_id.guard_action says whether such rows stop the apply \
-                (error) or are stored (warning).";
+                snowflake_status() across servers). snowflake_id.guard_action says whether rows that prove a clash \
+                stop the apply (error) or are stored (warning); rows that are no proof are always stored.";
     match settings::guard_action() {
-        GuardAction::Error => error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message)
+        GuardAction::Error if f.proven => error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message)
             .set_detail(detail)
             .set_hint(hint)
             .raise(PgLogLevel::ERROR),
-        GuardAction::Warning => {
+        _ => {
             let Some(unlogged) = warning_due() else { return };
             let detail = match unlogged {
                 0 => detail,

@@ -14,7 +14,8 @@
 //! (`ALTER SUBSCRIPTION` restarts it), so one answer serves it until it exits.
 //!
 //! Rows of other origins (pglogical, Spock) count as one server per origin
-//! name. When the publisher cannot be reached for the question, the worker's
+//! name, a stand-in the guard takes for no proof: two such origins may be
+//! one provider. When the publisher cannot be reached for the question, the worker's
 //! rows are checked against this server's own number only, and a WARNING
 //! says so once per process.
 
@@ -211,12 +212,40 @@ impl Drop for Subscription {
     }
 }
 
+/// The connection string the subscription's apply worker connects with.
+#[cfg(not(feature = "pg19"))]
+fn connection_string(subscription: &Subscription, _oid: pg_sys::Oid) -> Result<*mut c_char, String> {
+    let conninfo = subscription.column(c"subconninfo").ok_or("the subscription has no connection string")?;
+    // SAFETY: a text datum of the row; the copy is palloc'd.
+    Ok(unsafe { pg_sys::text_to_cstring(conninfo.cast_mut_ptr()) })
+}
+
+/// The connection string the subscription's apply worker connects with:
+/// PostgreSQL 19's `CREATE SUBSCRIPTION ... SERVER` keeps none in the
+/// catalog, but a foreign server and a user mapping that PostgreSQL turns
+/// into one, as the apply worker does.
+#[cfg(feature = "pg19")]
+fn connection_string(_subscription: &Subscription, oid: pg_sys::Oid) -> Result<*mut c_char, String> {
+    // SAFETY: catalog lookups inside the apply's transaction, as the apply
+    // worker makes them; an error (a user mapping gone) fails the apply,
+    // which the worker's own connection would do too.
+    unsafe {
+        let subscription = pg_sys::GetSubscription(oid, true);
+        if subscription.is_null() {
+            return Err("the subscription is gone".into());
+        }
+        let conninfo = pg_sys::SubscriptionConninfo(subscription);
+        if conninfo.is_null() {
+            return Err("the subscription has no connection string".into());
+        }
+        Ok(conninfo)
+    }
+}
+
 /// Asks the subscription's publisher for its system identifier and timeline.
 fn identify(oid: pg_sys::Oid) -> Result<Server, String> {
     let subscription = Subscription::open(oid).ok_or("the subscription is gone")?;
-    let conninfo = subscription.column(c"subconninfo").ok_or("the subscription has no connection string")?;
-    // SAFETY: a text datum of the row; the copy is palloc'd.
-    let conninfo = unsafe { pg_sys::text_to_cstring(conninfo.cast_mut_ptr()) };
+    let conninfo = connection_string(&subscription, oid)?;
     // As the apply worker does: a password is required unless the
     // subscription says otherwise or its owner is a superuser.
     let owner = subscription.column(c"subowner").map_or(pg_sys::InvalidOid, |d| pg_sys::Oid::from(d.value() as u32));

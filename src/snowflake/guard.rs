@@ -28,8 +28,19 @@
 //! IDs (a table's legacy keys, which decode to instants near the epoch) and
 //! IDs generated before the guard was armed are no evidence of live
 //! generators.
+//!
+//! A finding is *proof* that two servers generate with one number, or only
+//! *evidence*, which has an innocent explanation too; the caller stops the
+//! apply only on proof. An ID of this server's own number is proof when this
+//! server has not issued it (it lies at or above where this server's IDs end);
+//! below, it may be one of this server's own rows coming back (a table
+//! re-seeded from a subscriber that had copied it). Interleaving IDs are
+//! proof when both servers answered who they are; a replication origin of
+//! another system stands in for a server it does not name, and two of them
+//! may be one provider reached through two subscriptions.
 
 use super::codec::{Codec, Node};
+use super::generator::Mark;
 use super::time::UnixMillis;
 
 /// A server as the guard tells them apart: the system identifier and
@@ -43,6 +54,12 @@ pub struct Server {
 }
 
 impl Server {
+    /// Whether the publisher answered who it is (a native subscription's),
+    /// rather than a replication origin of another system standing in.
+    pub fn is_known(&self) -> bool {
+        self.timeline != 0
+    }
+
     /// Whether this server replays `other`'s history: the same system, on a
     /// later timeline (a promoted standby or a restored backup of it).
     pub fn descends_from(&self, other: &Server) -> bool {
@@ -73,11 +90,12 @@ pub enum Verdict {
     /// Nothing wrong, no snowflake ID of this layout, or one from before
     /// the guard was armed.
     Fine,
-    /// The ID carries this server's own node.
-    OwnNode(Node),
+    /// The ID carries this server's own node; `proven` when this server has
+    /// not issued it.
+    OwnNode { node: Node, proven: bool },
     /// The ID's node arrives from two servers whose IDs interleave; `other`
-    /// is what the other server delivered.
-    TwoServers { node: Node, other: Delivered },
+    /// is what the other server delivered; `proven` when both are known.
+    TwoServers { node: Node, other: Delivered, proven: bool },
     /// The table of nodes is full: a node not seen before is not checked.
     Untracked(Node),
 }
@@ -188,13 +206,24 @@ fn key_of(node: Node) -> u64 {
     ((node.datacenter << 32) | node.worker).wrapping_add(1)
 }
 
-/// Checks one ID applied from `server` (by the path `via`) at a server with
-/// node `own` and the ID settings `codec`, judging only IDs of `judge_from`
-/// or later, and records what `server` delivered. With no `server` (the
-/// publisher could not be asked), only the own-number check is made.
+/// This server, as the guard judges IDs against it.
+#[derive(Clone, Copy, Debug)]
+pub struct Own {
+    pub node: Node,
+    /// Where this server's own IDs end: none it issued lies at or after this
+    /// mark's position in its era, nor in a later era (the generator's next
+    /// position).
+    pub issued_below: Mark,
+}
+
+/// Checks one ID applied from `server` (by the path `via`) at the server
+/// `own` with the ID settings `codec`, judging only IDs of `judge_from` or
+/// later, and records what `server` delivered. With no `server` (the
+/// publisher could not be asked, or the rows are a table synchronisation's
+/// copy), only the own-number check is made.
 pub fn check(
     codec: &Codec,
-    own: Node,
+    own: Own,
     owners: &mut Owners,
     id: i64,
     (server, via): (Option<Server>, u64),
@@ -205,15 +234,19 @@ pub fn check(
         return Verdict::Fine;
     }
     let node = Node { datacenter: d.datacenter.unwrap_or(0), worker: d.worker.unwrap_or(0) };
-    if node == own {
-        return Verdict::OwnNode(node);
+    if node == own.node {
+        let position = codec.template(node).position(d.tick) + d.sequence;
+        let era = d.clock_back.unwrap_or(0);
+        let mine = own.issued_below;
+        let proven = era > mine.clock_back || (era == mine.clock_back && position >= mine.position);
+        return Verdict::OwnNode { node, proven };
     }
     let Some(server) = server else { return Verdict::Fine };
     match owners.entry(node) {
         None => Verdict::Untracked(node),
         Some(senders) => match senders.record(server, via, id) {
             None => Verdict::Fine,
-            Some(other) => Verdict::TwoServers { node, other },
+            Some(other) => Verdict::TwoServers { node, other, proven: server.is_known() && other.server.is_known() },
         },
     }
 }
@@ -239,6 +272,16 @@ mod tests {
     }
 
     const OWN: Node = Node { datacenter: 1, worker: 1 };
+
+    /// A server with `node` that has issued IDs below `tick`.
+    fn own_up_to(node: Node, tick: u64) -> Own {
+        Own { node, issued_below: Mark { position: codec().template(node).position(tick), clock_back: 0, wall: None } }
+    }
+
+    /// A server with `node` that has issued no ID.
+    fn fresh(node: Node) -> Own {
+        own_up_to(node, 0)
+    }
     const A: Node = Node { datacenter: 2, worker: 5 };
     const ARMED: UnixMillis = UnixMillis(EPOCH + 1_000);
     const P: Server = Server { system: 7001, timeline: 1 };
@@ -257,14 +300,45 @@ mod tests {
     }
 
     fn check_at(owners: &mut Owners, node: Node, tick: u64, server: Server) -> Verdict {
-        check(&codec(), OWN, owners, id_of(node, tick), (Some(server), 0), ARMED)
+        check(&codec(), fresh(OWN), owners, id_of(node, tick), (Some(server), 0), ARMED)
     }
 
     #[test]
     fn an_id_with_our_own_node_is_caught_from_any_server() {
         with_owners(|owners| {
-            assert_eq!(check_at(owners, OWN, 5_000, P), Verdict::OwnNode(OWN));
+            assert_eq!(check_at(owners, OWN, 5_000, P), Verdict::OwnNode { node: OWN, proven: true });
             assert!(owners.is_empty(), "our own node is never recorded");
+        });
+    }
+
+    #[test]
+    fn our_own_number_below_our_own_ids_may_be_our_rows_coming_back() {
+        with_owners(|owners| {
+            // This server issued IDs up to tick 6 000: a row of tick 5 000 with its
+            // number may be one of its own (re-seeded from a subscriber), not proof.
+            let own = own_up_to(OWN, 6_000);
+            let at = |owners: &mut Owners, tick| check(&codec(), own, owners, id_of(OWN, tick), (Some(P), 0), ARMED);
+            assert_eq!(at(owners, 5_000), Verdict::OwnNode { node: OWN, proven: false });
+            assert_eq!(at(owners, 6_000), Verdict::OwnNode { node: OWN, proven: true }, "never issued here");
+            // So is a copy's row, whose sender is unknown.
+            let copied = check(&codec(), own, owners, id_of(OWN, 5_999), (None, 0), ARMED);
+            assert_eq!(copied, Verdict::OwnNode { node: OWN, proven: false });
+        });
+    }
+
+    #[test]
+    fn origins_of_another_system_interleaving_are_no_proof() {
+        with_owners(|owners| {
+            // A pglogical provider reached through two subscriptions: two origin names.
+            let one = Server { system: 0xaaaa, timeline: 0 };
+            let two = Server { system: 0xbbbb, timeline: 0 };
+            check_at(owners, A, 5_000, one);
+            check_at(owners, A, 5_100, two);
+            let verdict = check_at(owners, A, 5_200, one);
+            assert!(matches!(verdict, Verdict::TwoServers { proven: false, .. }), "{verdict:?}");
+            // Nor is one of them against a known server.
+            check_at(owners, A, 5_300, P);
+            assert!(matches!(check_at(owners, A, 5_250, two), Verdict::TwoServers { proven: false, .. }));
         });
     }
 
@@ -285,7 +359,9 @@ mod tests {
             // Q's first IDs above all of P's: a server that took the number over, so far.
             assert_eq!(check_at(owners, A, 5_100, Q), Verdict::Fine);
             // P again: the two generate at once.
-            let Verdict::TwoServers { node, other } = check_at(owners, A, 5_200, P) else { panic!("not caught") };
+            let Verdict::TwoServers { node, other, proven: true } = check_at(owners, A, 5_200, P) else {
+                panic!("not caught")
+            };
             assert_eq!((node, other.server, other.low, other.high), (A, Q, id_of(A, 5_100), id_of(A, 5_100)));
             // And Q's next ID, among P's, is caught from its side too.
             *owners = Owners::default();
@@ -331,14 +407,14 @@ mod tests {
         with_owners(|owners| {
             // Legacy keys 1, 3, 5, ... and 2, 4, 6, ...: node (0, 0) at the epoch.
             for key in (1..200).step_by(2) {
-                assert_eq!(check(&codec(), Node::default(), owners, key, (Some(P), 0), ARMED), Verdict::Fine);
+                assert_eq!(check(&codec(), fresh(Node::default()), owners, key, (Some(P), 0), ARMED), Verdict::Fine);
             }
             for key in (2..200).step_by(2) {
-                assert_eq!(check(&codec(), Node::default(), owners, key, (Some(Q), 0), ARMED), Verdict::Fine);
+                assert_eq!(check(&codec(), fresh(Node::default()), owners, key, (Some(Q), 0), ARMED), Verdict::Fine);
             }
             assert!(owners.is_empty());
             // The same IDs generated after arming are judged.
-            assert_eq!(check_at(owners, OWN, 1_000, P), Verdict::OwnNode(OWN));
+            assert_eq!(check_at(owners, OWN, 1_000, P), Verdict::OwnNode { node: OWN, proven: true });
             assert_eq!(check_at(owners, OWN, 999, P), Verdict::Fine);
         });
     }
@@ -346,10 +422,10 @@ mod tests {
     #[test]
     fn what_is_no_id_of_this_layout_passes() {
         with_owners(|owners| {
-            assert_eq!(check(&codec(), OWN, owners, -5, (Some(P), 0), UnixMillis(i64::MIN)), Verdict::Fine);
+            assert_eq!(check(&codec(), fresh(OWN), owners, -5, (Some(P), 0), UnixMillis(i64::MIN)), Verdict::Fine);
             let narrow = Codec::new(Layout::parse("timestamp:40,worker:10,sequence:12").unwrap(), codec().time);
             assert_eq!(
-                check(&narrow, OWN, owners, 1 << 62, (Some(P), 0), UnixMillis(i64::MIN)),
+                check(&narrow, fresh(OWN), owners, 1 << 62, (Some(P), 0), UnixMillis(i64::MIN)),
                 Verdict::Fine,
                 "stray bits"
             );
@@ -391,17 +467,17 @@ mod tests {
                 t.encode(t.position(tick), 0)
             };
             for w in 1..=CAPACITY as u64 {
-                assert_eq!(check(&wide, node(0), owners, id(w, 5_000), (Some(P), 0), ARMED), Verdict::Fine);
+                assert_eq!(check(&wide, fresh(node(0)), owners, id(w, 5_000), (Some(P), 0), ARMED), Verdict::Fine);
             }
             assert_eq!(owners.len(), CAPACITY);
             let extra = CAPACITY as u64 + 1;
             assert_eq!(
-                check(&wide, node(0), owners, id(extra, 5_000), (Some(P), 0), ARMED),
+                check(&wide, fresh(node(0)), owners, id(extra, 5_000), (Some(P), 0), ARMED),
                 Verdict::Untracked(node(extra))
             );
-            check(&wide, node(0), owners, id(17, 5_100), (Some(Q), 0), ARMED);
+            check(&wide, fresh(node(0)), owners, id(17, 5_100), (Some(Q), 0), ARMED);
             assert!(matches!(
-                check(&wide, node(0), owners, id(17, 5_200), (Some(P), 0), ARMED),
+                check(&wide, fresh(node(0)), owners, id(17, 5_200), (Some(P), 0), ARMED),
                 Verdict::TwoServers { .. }
             ));
         });
