@@ -19,8 +19,10 @@ use crate::record::{now_us, Recorder};
 use crate::rng::Rng;
 use crate::workload::Targets;
 
-/// The fault kinds, as the campaign's last lines name them.
-pub const KINDS: [&str; 11] = [
+/// The fault kinds, as the campaign's last lines name them. The last four
+/// are the edges where operators meet the extension (issue 30): each says
+/// `ok=true` or `ok=false` in its detail, and the checker counts a false.
+pub const KINDS: [&str; 15] = [
     "backend_kill",
     "postmaster_kill",
     "clean_restart",
@@ -32,6 +34,10 @@ pub const KINDS: [&str; 11] = [
     "sync_standby_down",
     "subscription_reconnect",
     "deliberate_clash",
+    "live_install",
+    "reseed_copy",
+    "column_rename",
+    "foreign_origin",
 ];
 
 const DATACENTER: i32 = 1;
@@ -178,6 +184,10 @@ impl Fleet {
             "sync_standby_down" => self.sync_standby_down(rng),
             "subscription_reconnect" => self.subscription_reconnect(rng),
             "deliberate_clash" => self.deliberate_clash(),
+            "live_install" => self.live_install(rng),
+            "reseed_copy" => self.reseed_copy(),
+            "column_rename" => self.column_rename(),
+            "foreign_origin" => self.foreign_origin(),
             _ => unreachable!("no fault {kind}"),
         }
     }
@@ -401,6 +411,174 @@ impl Fleet {
         drop(x);
         let (datacenter, worker) = self.q_number;
         (name, format!("number (datacenter {datacenter}, worker {worker}) detected={detected}"))
+    }
+
+    /// Every server of the fleet, with its name.
+    fn all_servers(&self) -> Vec<(&str, &Cluster)> {
+        let mut all =
+            vec![(self.primary.name.as_str(), &self.primary.cluster), (self.q.name.as_str(), &self.q.cluster)];
+        if let Some(s) = &self.standby {
+            all.push((s.name.as_str(), &s.cluster));
+        }
+        all.push(("a", &self.a));
+        all
+    }
+
+    /// The build under test installed again, by the route the README and
+    /// every script use (scripts/install), while every server runs with the
+    /// library loaded: none may notice. Then one server restarts onto it.
+    fn live_install(&mut self, rng: &mut Rng) -> (String, String) {
+        let postmasters = |fleet: &Fleet| -> Vec<String> {
+            fleet
+                .all_servers()
+                .iter()
+                .map(|(_, c)| c.data_path("postmaster.pid"))
+                .map(|p| std::fs::read_to_string(p).unwrap_or_default().lines().next().unwrap_or_default().to_string())
+                .collect()
+        };
+        let before = postmasters(self);
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install");
+        let features = format!("{} pg_test", crate::common::pg_major());
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .args(["--test", "--no-default-features", "--features", &features, "--pg-config"])
+            .arg(crate::common::pg_config())
+            .output()
+            .unwrap();
+        let installed = out.status.success();
+        // Every postmaster still the same process, and every server answers a new session.
+        let same = postmasters(self) == before;
+        let answering = self.all_servers().iter().all(|(_, c)| {
+            postgres::Client::connect(
+                &format!("host=127.0.0.1 port={} user=postgres dbname=postgres", c.port),
+                postgres::NoTls,
+            )
+            .and_then(|mut s| s.simple_query("SELECT 1"))
+            .is_ok()
+        });
+        let (name, cluster) = {
+            let s = self.any_server(rng);
+            (s.name.clone(), &s.cluster)
+        };
+        cluster.stop();
+        cluster.start();
+        let ok = installed && same && answering;
+        (name, format!("scripts/install under the running fleet, then a restart ok={ok} (installed={installed} same_postmasters={same} answering={answering})"))
+    }
+
+    /// Q re-seeds a guarded table from a subscriber that holds a copy of it
+    /// (A), so that Q's own rows come back to it in a table synchronisation
+    /// copy. Q's guard (guard_action = error) must let them in.
+    fn reseed_copy(&mut self) -> (String, String) {
+        const ROWS: i64 = 20;
+        let (q, a) = (&self.q.cluster, &self.a);
+        let table = "CREATE TABLE seed (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)";
+        q.connect()
+            .batch_execute(&format!(
+                "{table}; SELECT snowflake_guard('seed'); INSERT INTO seed (v) SELECT 'q' FROM generate_series(1, {ROWS});
+                 CREATE PUBLICATION pub_seed FOR TABLE seed"
+            ))
+            .unwrap();
+        a.connect().batch_execute(&format!("{table}; CREATE PUBLICATION pub_seed_back FOR TABLE seed")).unwrap();
+        let count = |c: &Cluster| -> i64 { c.one("SELECT count(*) FROM seed") };
+        let wait = |c: &Cluster| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while count(c) < ROWS && Instant::now() < deadline {
+                sleep(Duration::from_millis(200));
+            }
+            count(c)
+        };
+        let sub = |c: &Cluster, name: &str, from: &Cluster, publication: &str| {
+            let sql = format!("CREATE SUBSCRIPTION {name} CONNECTION '{}' PUBLICATION {publication}", conninfo(from));
+            c.connect().batch_execute(&sql).unwrap();
+        };
+        sub(a, "sub_seed", q, "pub_seed");
+        let copied = wait(a);
+        a.connect().batch_execute("DROP SUBSCRIPTION sub_seed").unwrap();
+        q.connect().batch_execute("TRUNCATE seed").unwrap();
+        sub(q, "sub_seed_back", a, "pub_seed_back");
+        let back = wait(q);
+        q.connect().batch_execute("DROP SUBSCRIPTION sub_seed_back").unwrap();
+        q.connect().batch_execute("DROP PUBLICATION pub_seed; DROP TABLE seed").unwrap();
+        a.connect().batch_execute("DROP PUBLICATION pub_seed_back; DROP TABLE seed").unwrap();
+        let ok = copied == ROWS && back == ROWS;
+        (self.q.name.clone(), format!("own rows copied back ok={ok} ({back} of {ROWS} back)"))
+    }
+
+    /// A guarded table at the aggregator whose ID column is renamed on the
+    /// publisher (Q) and the subscriber alike: the guard must follow it.
+    fn column_rename(&mut self) -> (String, String) {
+        const ROWS: i64 = 10;
+        let (q, a) = (&self.q.cluster, &self.a);
+        let table = "CREATE TABLE ren (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)";
+        q.connect().batch_execute(&format!("{table}; CREATE PUBLICATION pub_ren FOR TABLE ren")).unwrap();
+        a.connect().batch_execute(&format!("{table}; SELECT snowflake_guard('ren')")).unwrap();
+        let sql = format!(
+            "CREATE SUBSCRIPTION sub_ren CONNECTION '{}' PUBLICATION pub_ren WITH (copy_data = false)",
+            conninfo(q)
+        );
+        a.connect().batch_execute(&sql).unwrap();
+        let count = |v: &str| -> i64 { a.one(&format!("SELECT count(*) FROM ren WHERE v = '{v}'")) };
+        let arrive = |v: &str| {
+            q.connect()
+                .batch_execute(&format!("INSERT INTO ren (v) SELECT '{v}' FROM generate_series(1, {ROWS})"))
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while count(v) < ROWS && Instant::now() < deadline {
+                sleep(Duration::from_millis(200));
+            }
+            count(v) == ROWS
+        };
+        let before = arrive("before");
+        for c in [a, q] {
+            c.connect().batch_execute("ALTER TABLE ren RENAME COLUMN id TO tid").unwrap();
+        }
+        let after = arrive("after");
+        a.connect().batch_execute("DROP SUBSCRIPTION sub_ren").unwrap();
+        a.connect().batch_execute("DROP TABLE ren").unwrap();
+        q.connect().batch_execute("DROP PUBLICATION pub_ren; DROP TABLE ren").unwrap();
+        let ok = before && after;
+        ("a".into(), format!("guarded column renamed on both sides ok={ok}"))
+    }
+
+    /// Rows of one provider of another replication system (pglogical,
+    /// Spock) under two origins of its own naming, applied into a guarded
+    /// table of Q (guard_action = error) with IDs of a number no server
+    /// uses, interleaving: no proof of a clash, so every row is stored.
+    fn foreign_origin(&mut self) -> (String, String) {
+        let q = &self.q.cluster;
+        let mut s = q.connect();
+        s.batch_execute(
+            "CREATE TABLE foreign_rows (id bigint PRIMARY KEY, v text); SELECT snowflake_guard('foreign_rows');
+             SELECT pg_replication_origin_create('pgl_set1'), pg_replication_origin_create('pgl_set2');
+             SET session_replication_role = replica",
+        )
+        .unwrap();
+        // Datacenter 31, worker 31: the last number of the layout, which Q's
+        // renumberings reach only after about a thousand.
+        let id_at = |ms: i32| {
+            format!("snowflake_from_timestamp(clock_timestamp() + interval '{ms} ms') | (31::bigint << 17) | (31::bigint << 12)")
+        };
+        let mut stored = 0;
+        for (origin, ms) in [("pgl_set1", 0), ("pgl_set2", 10), ("pgl_set1", 20), ("pgl_set2", 30)] {
+            let sql = format!(
+                "SELECT pg_replication_origin_session_setup('{origin}');
+                 INSERT INTO foreign_rows VALUES ({}, '{origin}');
+                 SELECT pg_replication_origin_session_reset()",
+                id_at(ms)
+            );
+            if s.batch_execute(&sql).is_ok() {
+                stored += 1;
+            } else {
+                let _ = s.batch_execute("SELECT pg_replication_origin_session_reset()");
+            }
+        }
+        s.batch_execute(
+            "RESET session_replication_role; DROP TABLE foreign_rows;
+             SELECT pg_replication_origin_drop('pgl_set1'), pg_replication_origin_drop('pgl_set2')",
+        )
+        .unwrap();
+        (self.q.name.clone(), format!("two foreign origins interleaving ok={} ({stored} of 4 stored)", stored == 4))
     }
 
     /// The aggregator's log, for the checker.

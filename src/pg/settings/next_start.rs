@@ -101,11 +101,12 @@ unsafe fn call_previous(hook: unsafe extern "C-unwind" fn(*mut pg_sys::ErrorData
 /// Reads the files the next start reads and warns if that start would fail.
 pub fn check() {
     // SAFETY: statics of the postmaster's main thread (see init).
-    let (reload, last) = unsafe { (RELOADS, &mut *(&raw mut LAST_CHECK)) };
+    let (reload, last) = unsafe { (RELOADS, LAST_CHECK) };
     if last.is_some_and(|(seen, at)| seen == reload && at.elapsed() < Duration::from_secs(1)) {
         return;
     }
-    *last = Some((reload, Instant::now()));
+    // SAFETY: as above.
+    unsafe { LAST_CHECK = Some((reload, Instant::now())) };
     let Some(mut written) = read_files() else { return };
     for name in NAMES {
         if set_on_command_line(name) {

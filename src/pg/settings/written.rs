@@ -87,7 +87,7 @@ impl Written {
 
     /// What a server start makes of these settings: the configuration, or
     /// the report it stops with.
-    pub fn check(&self) -> Result<Config, ErrorReport> {
+    pub fn check(&self) -> Result<Config, Box<ErrorReport>> {
         self.old_name()?;
         self.unknown_name()?;
         // Numbers are read as written before PostgreSQL parses them, which would
@@ -96,7 +96,7 @@ impl Written {
             self.value(name)
                 .map(|text| config::parse_identity_number(static_name(name), &text))
                 .transpose()
-                .map_err(ErrorReport::from)
+                .map_err(|e| Box::new(ErrorReport::from(e)))
         };
         let tick_ms = int(TICK_MS_NAME)?;
         let datacenter_id = int(DATACENTER_NAME)?;
@@ -111,45 +111,47 @@ impl Written {
             datacenter_id: datacenter_id.unwrap_or(0),
             worker_id: worker_id.unwrap_or(0),
         };
-        let config = Config::new(settings).map_err(ErrorReport::from)?;
+        let config = Config::new(settings).map_err(|e| Box::new(ErrorReport::from(e)))?;
         missing_identity(&config.codec.layout, datacenter_id.is_some(), worker_id.is_some())?;
         let rmgr_id = rmgr_id.unwrap_or(i64::from(super::DEFAULT_RMGR_ID));
         if !RMGR_IDS.contains(&rmgr_id) {
-            return Err(ErrorReport::from(ConfigError {
+            return Err(Box::new(ErrorReport::from(ConfigError {
                 setting: static_name(WAL_RMGR_ID_NAME),
                 value: rmgr_id.to_string(),
                 detail: "Custom WAL resource manager IDs are 128 to 255.".into(),
                 hint: "Choose an ID from 128 to 255 that no other library in shared_preload_libraries uses.".into(),
-            }));
+            })));
         }
         Ok(config)
     }
 
-    fn old_name(&self) -> Result<(), ErrorReport> {
+    fn old_name(&self) -> Result<(), Box<ErrorReport>> {
         for (old, new) in OLD_NAMES {
             if self.value(old).is_none() {
                 continue;
             }
             let (old, new) = (static_name_of(old), static_name_of(new));
-            return Err(error::new(
-                PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-                format!("configuration parameter \"{old}\" was renamed to \"{new}\""),
-            )
-            .set_detail(
-                "The settings of snowflake_id are named after the extension, snowflake_id.*; the \"snowflake.\" \
+            return Err(Box::new(
+                error::new(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    format!("configuration parameter \"{old}\" was renamed to \"{new}\""),
+                )
+                .set_detail(
+                    "The settings of snowflake_id are named after the extension, snowflake_id.*; the \"snowflake.\" \
                  prefix belongs to pgEdge's snowflake extension.",
-            )
-            .set_hint(format!(
-                "Rename {old} to {new} in postgresql.conf or postgresql.auto.conf (under Patroni, with patronictl \
+                )
+                .set_hint(format!(
+                    "Rename {old} to {new} in postgresql.conf or postgresql.auto.conf (under Patroni, with patronictl \
                  edit-config) and start the server again."
-            )));
+                )),
+            ));
         }
         Ok(())
     }
 
     /// A `snowflake_id.` setting that is none of ours, naming the one it
     /// probably meant.
-    fn unknown_name(&self) -> Result<(), ErrorReport> {
+    fn unknown_name(&self) -> Result<(), Box<ErrorReport>> {
         let ours = NAMES.map(static_name);
         for (name, _, place) in &self.entries {
             if !name.starts_with("snowflake_id.") || ours.contains(&name.as_str()) {
@@ -159,18 +161,20 @@ impl Written {
             let set_in = place
                 .as_ref()
                 .map_or_else(String::new, |(file, line)| format!("It is set in file \"{file}\" line {line}. "));
-            return Err(error::new(
-                PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-                format!("unrecognized configuration parameter \"{name}\""),
-            )
-            .set_detail(format!(
+            return Err(Box::new(
+                error::new(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    format!("unrecognized configuration parameter \"{name}\""),
+                )
+                .set_detail(format!(
                 "{set_in}snowflake_id has no setting of that name. Ignoring it would leave the setting it was meant \
                  to be at its default."
             ))
-            .set_hint(format!(
-                "Did you mean \"{meant}\"? Correct the name in postgresql.conf or postgresql.auto.conf (under \
+                .set_hint(format!(
+                    "Did you mean \"{meant}\"? Correct the name in postgresql.conf or postgresql.auto.conf (under \
                  Patroni, with patronictl edit-config) and start the server again."
-            )));
+                )),
+            ));
         }
         Ok(())
     }
@@ -187,7 +191,7 @@ fn static_name_of(name: &CStr) -> &str {
 /// The node numbers a layout has fields for must be written out: left to the
 /// default, a number would be 0, the number of every other server nobody
 /// configured either.
-fn missing_identity(layout: &Layout, datacenter_set: bool, worker_set: bool) -> Result<(), ErrorReport> {
+fn missing_identity(layout: &Layout, datacenter_set: bool, worker_set: bool) -> Result<(), Box<ErrorReport>> {
     let missing = config::missing_identity(layout, datacenter_set, worker_set);
     if missing.is_empty() {
         return Ok(());
@@ -199,14 +203,16 @@ fn missing_identity(layout: &Layout, datacenter_set: bool, worker_set: bool) -> 
         1 => (format!("parameter {}", quoted[0]), format!("a {} field", fields[0])),
         _ => (format!("parameters {}", quoted.join(" and ")), format!("{} fields", fields.join(" and "))),
     };
-    Err(error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{parameters} must be set"))
-        .set_detail(format!(
-            "The layout {layout} has {fields}, and every server generating IDs into one ID space needs its own \
+    Err(Box::new(
+        error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{parameters} must be set"))
+            .set_detail(format!(
+                "The layout {layout} has {fields}, and every server generating IDs into one ID space needs its own \
              numbers. Left unset they would be 0, the numbers of every other server nobody configured either."
-        ))
-        .set_hint(format!(
-            "Set {} in postgresql.conf to this server's own numbers (0 is fine when no other server uses it) and \
+            ))
+            .set_hint(format!(
+                "Set {} in postgresql.conf to this server's own numbers (0 is fine when no other server uses it) and \
              start the server again.",
-            missing.join(" and ")
-        )))
+                missing.join(" and ")
+            )),
+    ))
 }
