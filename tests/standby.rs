@@ -36,6 +36,14 @@ fn a_standby_refuses_to_generate_and_a_promoted_one_is_told_apart() {
     let (_, _, sysid, timeline) = identity(&standby);
     assert_eq!((sysid, timeline), (identity(&primary).2, None), "same system, no timeline while in recovery");
 
+    // Marks made with its own number: a standby that shares its primary's
+    // number says so (5 million IDs need more than one mark's window).
+    let shared = "WARNING:  snowflake_id standby has the number its primary generates with (datacenter 0, worker 1)";
+    assert!(!standby.log().contains(shared), "before any mark:\n{}", standby.log());
+    primary.connect().batch_execute("SELECT count(*) FROM snowflake_next_ids(5000000)").unwrap();
+    standby.wait_for_replay_of(&primary);
+    assert!(standby.log().contains(shared), "{}", standby.log());
+
     // The guide's way to give a standby its own number before promotion.
     s.batch_execute("ALTER SYSTEM SET snowflake_id.worker_id = 2").unwrap();
     drop(s);
@@ -145,6 +153,7 @@ fn a_replica_with_its_own_number_is_no_renumbering() {
             "{name}:\n{log}"
         );
         assert!(!log.contains("node number changed"), "{name}: a false alarm:\n{log}");
+        assert!(!log.contains("has the number its primary generates with"), "{name}: a false alarm:\n{log}");
         if name == "a restored backup" {
             copy.wait_until_writable();
             let first: i64 = copy.one("SELECT snowflake_next_id()");

@@ -60,7 +60,7 @@ use pgrx::PgLogLevel;
 use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
-use super::{clock, ffi, new_space, settings, wal};
+use super::{clock, control, ffi, new_space, settings, wal};
 use crate::snowflake::codec::Codec;
 use crate::snowflake::generator::Mark;
 use crate::snowflake::id_space::{self, CarryError};
@@ -265,6 +265,9 @@ pub unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 /// settings, and records it in this server's state file before redo moves on.
 fn replay(wal_mark: &WalMark) {
     let config = settings::config();
+    if wal_mark.node == config.node && control::starts_as_standby() {
+        report_shared_number(&config.codec, config.node);
+    }
     let _writer = MarkWriter::acquire();
     let own_space = shmem::read().id_space;
     if wal_mark.id_space < own_space {
@@ -309,6 +312,40 @@ fn replay(wal_mark: &WalMark) {
         }
         Err(_) => {}
     }
+}
+
+/// Whether this process said that the standby shares its primary's number.
+static mut SHARED_NUMBER_REPORTED: bool = false;
+
+/// A standby whose primary's marks carry this standby's own number: once
+/// promoted while the primary still generates (split brain, a switchover that
+/// leaves it running), the two repeat each other's IDs. Said once per start.
+fn report_shared_number(codec: &Codec, node: crate::snowflake::codec::Node) {
+    // SAFETY: a flag of the startup process, which replays WAL in one thread.
+    if unsafe { SHARED_NUMBER_REPORTED } {
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { SHARED_NUMBER_REPORTED = true };
+    let number = match codec.layout.field(crate::snowflake::layout::Field::Datacenter) {
+        Some(_) => format!("datacenter {}, worker {}", node.datacenter, node.worker),
+        None => format!("worker {}", node.worker),
+    };
+    error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("snowflake_id standby has the number its primary generates with ({number})"),
+    )
+    .set_detail(
+        "The marks it replays were made with this server's own number. Promoted while the primary still runs (a \
+         split brain, a copy promoted for testing), both would generate with one number and could repeat IDs. \
+         ALTER SYSTEM on a primary reaches the standbys pg_basebackup (or a Patroni reinit) copies, in \
+         postgresql.auto.conf.",
+    )
+    .set_hint(
+        "Give every server its own number in its own configuration (under Patroni, in each node's patroni.yml, \
+         postgresql.parameters) and restart it.",
+    )
+    .report(PgLogLevel::WARNING);
 }
 
 /// How often replay that waits for the state file says so.
