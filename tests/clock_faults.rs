@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{assert_phases_increase, db_error, Cluster, Load};
@@ -21,12 +20,12 @@ fn steps_back_of_two_seconds_a_minute_and_an_hour_under_load() {
     let load = Load::start(&c, 4, 500);
     let mut offset = 0;
     for back in [2, 60, 3600] {
-        sleep(Duration::from_millis(800));
+        load.wait_for_rows(1000);
         load.next_phase();
         offset -= back;
         clock.set_offset(offset);
     }
-    sleep(Duration::from_millis(800));
+    load.wait_for_rows(1000);
     let errors = load.finish();
     assert!(errors.is_empty(), "generation failed: {errors:?}");
     let mut s = c.session();
@@ -53,10 +52,9 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     // statement_timeout ends the wait...
     let mut timed = c.connect();
     timed.batch_execute("SET statement_timeout = '200ms'").unwrap();
-    let started = Instant::now();
     let e = timed.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    // 57014, not 55000 after max_wait: the timeout, not the bound, ended the wait.
     assert_eq!(db_error(&e).0, "57014", "{e}");
-    assert!(started.elapsed() < Duration::from_millis(900), "the wait honours statement_timeout");
 
     // ...so does a cancel request, sent once the call is seen waiting (a
     // protocol cancel request is delivered later, through a postmaster child,
@@ -82,11 +80,9 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
             std::thread::sleep(Duration::from_millis(20));
         }
     });
-    let started = Instant::now();
     let e = cancelled.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
     canceller.join().unwrap();
     assert_eq!(db_error(&e).0, "57014", "{e}");
-    assert!(started.elapsed() < Duration::from_millis(900), "the wait honours a cancel request");
     assert_eq!(status(&mut s, "waits") - waits_before, 2, "a wait ended by a timeout or cancel counts");
 
     // ...and without either, snowflake_id.max_wait does.
@@ -117,7 +113,8 @@ fn a_used_up_sequence_borrows_the_next_tick_and_never_repeats() {
         );
         c.start();
         let load = Load::start(&c, 4, 200);
-        sleep(Duration::from_millis(1500));
+        // Every client's batch holds more IDs than a tick: a full tick is certain.
+        load.wait_for_rows(800);
         let errors = load.finish();
         assert!(errors.is_empty(), "{name}: {errors:?}");
         let mut s = c.session();
@@ -217,7 +214,7 @@ fn an_exhausted_time_range_is_an_error_at_once_even_after_the_clock_went_back() 
             "snowflake_id.layout = 'timestamp:20,worker:10,sequence:4'",
             &format!("snowflake_id.epoch = {epoch}"),
             "snowflake_id.max_clock_drift = '1min'",
-            "snowflake_id.max_wait = '10s'",
+            "snowflake_id.max_wait = '5min'",
         ],
     );
     c.start();
@@ -232,7 +229,8 @@ fn an_exhausted_time_range_is_an_error_at_once_even_after_the_clock_went_back() 
     let (code, message, _) = db_error(&e);
     assert_eq!(code, "2200H", "{message}");
     assert!(message.contains("time range is used up"), "{message}");
-    assert!(started.elapsed() < Duration::from_secs(5), "no wait for snowflake_id.max_wait");
+    // Far below max_wait (5 minutes), which a wait would last.
+    assert!(started.elapsed() < Duration::from_secs(120), "no wait for snowflake_id.max_wait");
 }
 
 #[test]

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::thread::sleep;
-use std::time::Duration;
 
 use common::{assert_phases_increase, db_error, Cluster, Load};
 
@@ -38,13 +36,13 @@ fn a_backend_killed_during_generation_does_not_repeat_ids() {
     let c = Cluster::with_fake_clock("crash", &[]);
     c.start();
     let load = Load::start(&c, 4, 500);
-    sleep(Duration::from_millis(800));
+    load.wait_for_rows(1000);
     // The clock goes back an hour, then a generating backend dies: the postmaster
     // resets shared memory, and the generator must resume above the mark rather
     // than at the (earlier) wall clock.
     load.next_phase();
     c.clock.as_ref().unwrap().set_offset(-3600);
-    sleep(Duration::from_millis(500));
+    load.wait_for_rows(1000);
     let mut s = c.connect();
     let pid: i32 = loop {
         // A client is caught between statements now and then: look again.
@@ -61,7 +59,7 @@ fn a_backend_killed_during_generation_does_not_repeat_ids() {
     drop(s);
     c.crash_backend(pid);
     load.next_phase();
-    sleep(Duration::from_millis(1500));
+    load.wait_for_rows(1000);
     let errors = load.finish();
     assert!(!errors.is_empty(), "the crash must have cut the clients off");
     for e in &errors {

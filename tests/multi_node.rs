@@ -27,11 +27,16 @@ struct Node {
 }
 
 fn node(name: &'static str, datacenter: i32, worker: i32) -> Node {
+    node_with(name, datacenter, worker, &[])
+}
+
+fn node_with(name: &'static str, datacenter: i32, worker: i32, extra: &[&str]) -> Node {
     let dc = format!("snowflake_id.datacenter_id = {datacenter}");
     let w = format!("snowflake_id.worker_id = {worker}");
     let mut settings: Vec<&str> = LOGICAL.to_vec();
     settings.push(&dc);
     settings.push(&w);
+    settings.extend_from_slice(extra);
     let cluster = Cluster::new(name, &settings);
     cluster.start();
     Node { name, datacenter, worker, cluster }
@@ -194,8 +199,15 @@ fn identity_conflicts(clusters: &[&Cluster]) -> Vec<(i32, i32, usize)> {
 
 #[test]
 fn two_nodes_with_one_worker_id_collide_and_the_guide_finds_them() {
-    let nodes = [node("x", 1, 5), node("y", 1, 5)];
-    let aggregator = Cluster::new("collector", &LOGICAL);
+    // Four IDs per millisecond: each node's 40 000 IDs cover ten seconds of
+    // positions from where it starts, so the two nodes' IDs overlap (and
+    // repeat) whatever the machine's speed, not only if both happen to
+    // generate in the same milliseconds.
+    let layout = "snowflake_id.layout = 'timestamp:41,datacenter:5,worker:5,sequence:2'";
+    let nodes = [node_with("x", 1, 5, &[layout]), node_with("y", 1, 5, &[layout])];
+    let mut collector_settings = LOGICAL.to_vec();
+    collector_settings.push(layout);
+    let aggregator = Cluster::new("collector", &collector_settings);
     aggregator.start();
     let mut agg = aggregator.session();
     // Keyed by (node, id), so that colliding IDs both arrive and can be shown.

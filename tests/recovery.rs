@@ -158,7 +158,10 @@ fn start_long_bulk(c: &Cluster) -> std::thread::JoinHandle<String> {
         Ok(_) => "finished".to_string(),
         Err(e) => e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()),
     });
-    for _ in 0..200 {
+    // The call lasts at least 12 s of wall clock (60 million IDs of 4096 a
+    // millisecond, 2 s of them borrowed): it runs well past this.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while std::time::Instant::now() < deadline {
         let running: i64 = c
             .one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT count(*) FROM snowflake_next_ids(6%'");
         if running == 1 {

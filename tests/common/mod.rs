@@ -559,6 +559,7 @@ pub fn db_error(e: &postgres::Error) -> (String, String, String) {
 /// switch to k and ended before the switch to k+1, so every ID of phase k must
 /// be below every ID of phase k+1.
 pub struct Load {
+    port: u16,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     phase: std::sync::Arc<std::sync::atomic::AtomicI32>,
     clients: Vec<std::thread::JoinHandle<Vec<String>>>,
@@ -620,7 +621,26 @@ impl Load {
                 })
             })
             .collect();
-        Load { stop, phase, clients }
+        Load { port: cluster.port, stop, phase, clients }
+    }
+
+    /// Waits until the current phase has at least `rows` IDs stored: a phase
+    /// ends when the clients have done something in it, whatever the
+    /// machine's speed. (The bound is for a hung server, not a measure.)
+    pub fn wait_for_rows(&self, rows: i64) {
+        let phase = self.phase.load(Ordering::SeqCst);
+        let url = format!("host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=10", self.port);
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let stored = postgres::Client::connect(&url, postgres::NoTls)
+                .and_then(|mut c| c.query_one("SELECT count(*) FROM ids WHERE phase = $1", &[&phase]))
+                .map_or(0, |r| r.get::<_, i64>(0));
+            if stored >= rows {
+                return;
+            }
+            assert!(Instant::now() < deadline, "phase {phase} has {stored} of {rows} rows after 300 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     pub fn next_phase(&self) -> i32 {

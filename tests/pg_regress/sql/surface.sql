@@ -72,5 +72,6 @@ SELECT snowflake_next_id() > :floor AS next_above;
 SELECT layout, epoch, tick_ms, datacenter_id, worker_id, max_clock_drift_ms, max_wait_ms,
        system_identifier = (SELECT system_identifier FROM pg_control_system()) AS same_system,
        timeline = (SELECT timeline_id FROM pg_control_checkpoint()) AS same_timeline,
-       ids_issued > 0 AS issued, high_water_mark > now() AS mark_ahead, state_file LIKE '%/snowflake_id.state' AS state_file
+       ids_issued > 0 AS issued, high_water_mark >= snowflake_timestamp(:floor) AS mark_ahead,
+       state_file LIKE '%/snowflake_id.state' AS state_file
 FROM snowflake_status();
