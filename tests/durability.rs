@@ -4,7 +4,6 @@
 
 mod common;
 
-
 use common::{assert_phases_increase, db_error, Cluster, Load};
 
 #[test]

@@ -30,7 +30,6 @@ use super::timestamp::from_pg_micros;
 use super::{clock, shmem};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::guard::{self, Delivered, Own, Server, Verdict};
-use crate::snowflake::layout::Field;
 use crate::snowflake::time::UnixMillis;
 
 pgrx::extension_sql_file!("../../sql/snowflake_guard.sql", name = "guard");
@@ -229,14 +228,6 @@ fn server_text(server: &Server) -> String {
     }
 }
 
-/// A node as the layout has it: `datacenter 1, worker 2`, or `worker 2`.
-fn node_text(codec: &Codec, node: Node) -> String {
-    match codec.layout.field(Field::Datacenter) {
-        Some(_) => format!("datacenter {}, worker {}", node.datacenter, node.worker),
-        None => format!("worker {}", node.worker),
-    }
-}
-
 /// What the guard found in one applied ID, for its report.
 struct Finding {
     node: Node,
@@ -251,7 +242,7 @@ struct Finding {
 }
 
 fn report(codec: &Codec, f: Finding, table: &str) {
-    let (number, id) = (node_text(codec, f.node), f.id);
+    let (number, id) = (codec.node_text(f.node), f.id);
     let from = source(f.origin);
     let (message, detail) = match (f.server, f.other) {
         (Some(server), Some(other)) => (

@@ -61,7 +61,7 @@ use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
 use super::{clock, control, ffi, new_space, settings, wal};
-use crate::snowflake::codec::Codec;
+use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::generator::Mark;
 use crate::snowflake::id_space::{self, CarryError};
 use crate::snowflake::layout::Layout;
@@ -320,17 +320,14 @@ static mut SHARED_NUMBER_REPORTED: bool = false;
 /// A standby whose primary's marks carry this standby's own number: once
 /// promoted while the primary still generates (split brain, a switchover that
 /// leaves it running), the two repeat each other's IDs. Said once per start.
-fn report_shared_number(codec: &Codec, node: crate::snowflake::codec::Node) {
+fn report_shared_number(codec: &Codec, node: Node) {
     // SAFETY: a flag of the startup process, which replays WAL in one thread.
     if unsafe { SHARED_NUMBER_REPORTED } {
         return;
     }
     // SAFETY: as above.
     unsafe { SHARED_NUMBER_REPORTED = true };
-    let number = match codec.layout.field(crate::snowflake::layout::Field::Datacenter) {
-        Some(_) => format!("datacenter {}, worker {}", node.datacenter, node.worker),
-        None => format!("worker {}", node.worker),
-    };
+    let number = codec.node_text(node);
     error::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         format!("snowflake_id standby has the number its primary generates with ({number})"),

@@ -77,6 +77,15 @@ impl Codec {
         Codec { layout, time }
     }
 
+    /// A node as messages name it under this layout: `datacenter 1, worker
+    /// 2`, or `worker 2` when the layout has no datacenter field.
+    pub fn node_text(&self, node: Node) -> String {
+        match self.layout.field(Field::Datacenter) {
+            Some(_) => format!("datacenter {}, worker {}", node.datacenter, node.worker),
+            None => format!("worker {}", node.worker),
+        }
+    }
+
     /// The fields of an ID, checking that it has no bit set outside them.
     ///
     /// # Examples
