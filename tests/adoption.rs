@@ -206,7 +206,7 @@ fn ids_reach_javascript_intact_only_as_text() {
         let parsed: f64 = number.parse().unwrap();
         assert_ne!(parsed as i64, id, "a JSON number loses the low bits of {id}");
         assert_eq!(json_value(&as_text), format!("\"{id}\""), "as a string it arrives intact");
-        assert!(row_json.contains(&format!("\"id\": \"{id}\"")), "the README's row pattern: {row_json}");
+        assert!(row_json.contains(&format!("\"id\": \"{id}\"")), "the row pattern of docs/javascript.md: {row_json}");
     }
 }
 

@@ -1,8 +1,8 @@
-//! The README's "## Functions" section against the catalog: its table (one row
-//! per SQL function of the extension: volatility, parallel safety, strictness,
-//! `EXECUTE` for PUBLIC) and the labels in parentheses after each function
-//! heading. Both are read from README.md and compared with `pg_proc` after
-//! `CREATE EXTENSION`; no function list is written down here.
+//! docs/functions.md against the catalog: its table (one row per SQL function
+//! of the extension: volatility, parallel safety, strictness, `EXECUTE` for
+//! PUBLIC) and the labels in parentheses after each function heading. Both
+//! are read from the page and compared with `pg_proc` after `CREATE
+//! EXTENSION`; no function list is written down here.
 
 mod common;
 
@@ -89,13 +89,9 @@ fn resolve(c: &Cluster, signature: &str) -> Option<String> {
         .get(0)
 }
 
-/// The "## Functions" section of README.md.
+/// The page docs/functions.md.
 fn functions_section() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.find("\n## Functions\n").expect("README.md has a \"## Functions\" section");
-    let rest = &readme[start + 1..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
-    rest[..end].to_string()
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/functions.md")).unwrap()
 }
 
 fn yes_no(cell: &str, what: &str, row: &str) -> bool {
@@ -153,9 +149,9 @@ fn split_top_level(args: &str) -> Vec<&str> {
 fn readme_headings(section: &str) -> Vec<(String, String, String)> {
     section
         .lines()
-        .filter(|l| l.starts_with("### `"))
+        .filter(|l| l.starts_with("## `"))
         .map(|line| {
-            let rest = &line["### `".len()..];
+            let rest = &line["## `".len()..];
             let close = rest.find('`').unwrap_or_else(|| panic!("closing backtick in {line}"));
             let (code, after) = (&rest[..close], rest[close + 1..].trim());
             let labels = after.strip_prefix('(').and_then(|s| s.strip_suffix(')'));
@@ -177,7 +173,7 @@ fn readme_headings(section: &str) -> Vec<(String, String, String)> {
 }
 
 #[test]
-fn the_readme_table_and_headings_match_the_catalog() {
+fn the_functions_page_table_and_headings_match_the_catalog() {
     let c = Cluster::new("catalog", &[]);
     c.start();
     c.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
@@ -226,6 +222,6 @@ fn the_readme_table_and_headings_match_the_catalog() {
             Some(_) => {}
         }
     }
-    assert!(problems.is_empty(), "README.md's Functions section disagrees with the catalog:\n{}", problems.join("\n"));
+    assert!(problems.is_empty(), "docs/functions.md disagrees with the catalog:\n{}", problems.join("\n"));
     eprintln!("{} functions in the table, {} headings, all as the catalog has them", table.len(), headings.len());
 }

@@ -22,7 +22,7 @@
 //! subscriptions are made with `copy_data = false` unless a test says
 //! otherwise: the slot is created by CREATE SUBSCRIPTION itself, so every row
 //! inserted after it returns is streamed, and there is no initial table sync
-//! to wait for. The README's table of verified topologies links each test.
+//! to wait for. The table of verified topologies in docs/guard.md links each test.
 
 mod common;
 

@@ -2,7 +2,7 @@
 //!
 //! `cargo pgrx install` copies files over the old ones in place, truncating
 //! the library a running server has mapped: new sessions crash and the
-//! postmaster crash-loops or dies. The README's from-source route and every
+//! postmaster crash-loops or dies. The documented from-source route and every
 //! script install through `scripts/install` instead, which writes each file
 //! beside its destination and renames it over; `cargo pgrx test` installs
 //! through it too (CARGO_PGRX). This test runs it under a live server.

@@ -95,7 +95,7 @@ pub extern "C" fn pg_finfo_snowflake_next_ids_wrapper() -> &'static pg_sys::Pg_f
 // Bulk generation is granted, not public: one call can run every ID of the
 // server up to snowflake_id.max_clock_drift ahead of the clock in seconds.
 // Single calls can too, but only a fraction of the time they run for, and a
-// column default needs them public (the README shows how to restrict them).
+// column default needs them public (docs/functions.md shows how to restrict them).
 pgrx::extension_sql!(
     "CREATE FUNCTION snowflake_next_ids(n integer) RETURNS SETOF bigint\n\
      STRICT VOLATILE PARALLEL SAFE ROWS 1000\n\
@@ -341,7 +341,8 @@ fn refuse_before_epoch(now: UnixMillis) -> ! {
     ))
     .set_hint(
         "Check the system clock and its synchronisation: calls succeed once it is right, without a restart. If the \
-         epoch was set in the future by mistake, see the README before changing it.",
+         epoch was set in the future by mistake, see the documentation's settings changes (docs/guarantees.md) \
+         before changing it.",
     )
     .raise(PgLogLevel::ERROR)
 }

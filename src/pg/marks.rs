@@ -88,7 +88,8 @@ fn v1_layout() -> Option<Layout> {
 pub const OTHER_SETTINGS_HINT: &str = "Give this server the snowflake_id.layout, epoch and tick_ms its marks were \
      made under (a standby: its primary's) and restart it; on a standby, a replayed mark it can carry ends this \
      too. Or, as a superuser, raise the floor above every ID issued: SELECT snowflake_raise_floor(max(id)) FROM each \
-     table that holds them. To abandon the IDs issued so far instead, start a new ID space (see the README).";
+     table that holds them. To abandon the IDs issued so far instead, start a new ID space (see the \
+     documentation's settings changes, docs/guarantees.md).";
 
 /// The ways out of a settings change the generator cannot continue across
 /// yet; `wait_hint` adds waiting where that ends it.

@@ -5,7 +5,8 @@
 //! The resource manager ID is `snowflake_id.wal_rmgr_id` (default
 //! [`super::settings::DEFAULT_RMGR_ID`]); it must be the same on a primary and
 //! its standbys. PostgreSQL cannot replay these records without this library:
-//! see the README before removing it from `shared_preload_libraries`.
+//! see docs/guarantees.md (the high-water mark in WAL) before removing it
+//! from `shared_preload_libraries`.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicU8, Ordering};
