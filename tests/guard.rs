@@ -917,10 +917,13 @@ fn a_subscription_through_a_foreign_server_names_its_publisher() {
         .batch_execute(&format!(
             "CREATE EXTENSION postgres_fdw;
              CREATE SERVER pub_a FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '127.0.0.1', port '{}', dbname 'postgres');
-             CREATE USER MAPPING FOR postgres SERVER pub_a OPTIONS (user 'postgres');
-             CREATE SUBSCRIPTION sub_a SERVER pub_a PUBLICATION pub WITH (copy_data = false)",
+             CREATE USER MAPPING FOR postgres SERVER pub_a OPTIONS (user 'postgres')",
             a.port
         ))
+        .unwrap();
+    // A statement of its own: it creates the slot, which no transaction block may.
+    c.connect()
+        .batch_execute("CREATE SUBSCRIPTION sub_a SERVER pub_a PUBLICATION pub WITH (copy_data = false)")
         .unwrap();
     subscribe(&c, "sub_b", &b, "pub", &[]);
     arm_guard(&c);
