@@ -75,9 +75,16 @@ fn a_standby_with_a_clock_two_seconds_behind_takes_over_above_every_replicated_i
     let standby = Cluster::standby_with_fake_clock(&primary, "standby", &[]);
     standby.clock.as_ref().unwrap().set_offset(-2);
     standby.start();
-    let now = "SELECT extract(epoch FROM clock_timestamp())::float8";
-    let behind = primary.one::<f64>(now) - standby.one::<f64>(now);
-    assert!((1.0..3.0).contains(&behind), "the standby's clock is {behind} s behind, not 2");
+    // The standby's clock read between two readings of the real one, so that
+    // however long the query takes, it must lie about 2 s behind both.
+    let real = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let before = real();
+    let on_standby: f64 = standby.one("SELECT extract(epoch FROM clock_timestamp())::float8");
+    let after = real();
+    assert!(
+        on_standby >= before - 3.0 && on_standby <= after - 1.0,
+        "the standby's clock says {on_standby}, not 2 s behind {before}..{after}"
+    );
     fail_over(primary, standby, false);
 }
 

@@ -103,12 +103,23 @@ fn base_backups_taken_while_marks_are_written_know_every_mark_their_rows_rely_on
                 insert(&primary, "ahead", 5000);
             }
         });
-        let backups: Vec<Cluster> = (0..3).map(|i| Cluster::base_backup_of(&primary, &format!("midmark{i}"))).collect();
+        // Between two backups, at least one more mark (the inserts renew it
+        // about every second): each backup falls among mark writes however
+        // fast the machine takes it.
+        let marks = || -> i64 { primary.one("SELECT marks_written FROM snowflake_status()") };
+        let mut backups = Vec::new();
+        for i in 0..3 {
+            let before = marks();
+            backups.push(Cluster::base_backup_of(&primary, &format!("midmark{i}")));
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while marks() <= before {
+                assert!(std::time::Instant::now() < deadline, "no mark in 120 s of inserts");
+                sleep(Duration::from_millis(50));
+            }
+        }
         inserting.store(false, Ordering::Relaxed);
         backups
     });
-    let marks: i64 = primary.one("SELECT marks_written FROM snowflake_status()");
-    assert!(marks >= 3, "marks were written while the backups ran: {marks}");
     primary.stop();
     for restored in &backups {
         // Recovers to the end of the backup's WAL, then runs as a primary.
