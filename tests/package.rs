@@ -43,10 +43,14 @@ mod debian {
         assert!(files.iter().any(|f| f.ends_with("/lib/snowflake_id.so")), "{files:?}");
         assert!(files.iter().any(|f| f.ends_with("/extension/snowflake_id.control")), "{files:?}");
 
-        let live = Live::start("debrunning");
         let out = as_root("apt-get", &["install", "-y", "-q", &deb]);
         assert!(out.status.success(), "apt-get install: {}", String::from_utf8_lossy(&out.stderr));
         let installed = Installed;
+        // Installed again under a server that runs with it loaded: dpkg
+        // replaces each file by a rename, and the server never notices.
+        let live = Live::start("debrunning");
+        let out = as_root("apt-get", &["install", "--reinstall", "-y", "-q", &deb]);
+        assert!(out.status.success(), "apt-get install --reinstall: {}", String::from_utf8_lossy(&out.stderr));
         let status = std::process::Command::new("dpkg-query")
             .args(["-W", "-f=${Status} ${Version}", "postgresql-15-snowflake-id"])
             .output()
@@ -56,7 +60,7 @@ mod debian {
         for f in &files {
             assert!(Path::new(f).exists(), "{f} is installed");
         }
-        live.check("apt-get install");
+        live.check("apt-get install --reinstall");
 
         let c = Cluster::new("debpackage", &REGRESS_SETTINGS);
         c.start();
@@ -132,8 +136,11 @@ fn the_tarball_installs_into_the_installation_its_pg_config_describes() {
     for f in std::fs::read_dir(unpacked.0.join(name).join("extension")).unwrap() {
         files.push(dir("--sharedir").join("extension").join(f.unwrap().file_name()));
     }
-    // The test build's copies go first, so that only install.sh can put them
-    // back; a server started from them runs through it all.
+    // A server runs with the library loaded throughout (the Debian package's
+    // test before this one may have removed every copy: install.sh puts one
+    // there first); then the copies go, so that only install.sh can put them back.
+    let out = as_root(install.to_str().unwrap(), &[pg_config.to_str().unwrap()]);
+    assert!(out.status.success(), "install.sh: {}", String::from_utf8_lossy(&out.stderr));
     let live = Live::start("tarrunning");
     let installed = InstalledFiles(files);
     installed.remove();
