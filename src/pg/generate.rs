@@ -364,7 +364,6 @@ fn refuse_timestamp_exhausted() -> ! {
     .raise(PgLogLevel::ERROR)
 }
 
-/// A duration as PostgreSQL shows a millisecond setting: `250ms`, `2s`, `1h`, `1d`.
 /// How far a mark lies past the IDs it covers and ahead of the clock, in
 /// this server's ticks: what a crash can leave the generator ahead by.
 pub fn describe_mark_reach(config: &Config) -> String {
@@ -381,12 +380,13 @@ pub fn describe_mark_reach(config: &Config) -> String {
         ),
         n => format!(
             "A mark lies at most {n} ticks of {tick} ({}) past the IDs it covered, and no further ahead of the clock \
-             of its time than snowflake_id.max_clock_drift or those {n} ticks, whichever is more.",
+             of its time than snowflake_id.max_clock_drift and those {n} ticks together.",
             format_ms(time.ms_in(n))
         ),
     }
 }
 
+/// A duration as PostgreSQL shows a millisecond setting: `250ms`, `2s`, `1h`, `1d`.
 pub fn format_ms(ms: u64) -> String {
     const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s")];
     UNITS

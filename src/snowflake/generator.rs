@@ -35,12 +35,12 @@
 //!   (WAL redo on a standby or in recovery), therefore continues above every ID
 //!   issued before, whatever the wall clock did meanwhile.
 //! - An issued tick is at most `max_drift` ticks ahead of the wall clock
-//!   reading it was issued against, and a mark lies at most
-//!   `max(max_drift, window ticks)` ticks ahead of it (the window's whole
-//!   ticks: none when a tick is longer than [`MARK_WINDOW_MS`]). So a
-//!   generator resumed from a mark after a crash lies no further ahead than
-//!   `max_drift` allows, or than the window when that is longer; repeated
-//!   crashes cannot ratchet it further. When that would be broken the generator
+//!   reading it was issued against, and a mark lies at most `max_drift`
+//!   plus the window's whole ticks ahead of it (none when a tick is longer
+//!   than [`MARK_WINDOW_MS`]). So a generator resumed from a mark after a
+//!   crash lies at most the window's whole ticks further ahead than
+//!   `max_drift` allows (with long ticks, no further), and repeated crashes
+//!   cannot ratchet it further. When that would be broken the generator
 //!   asks the caller to wait, or with a clock_back field and a clock that went
 //!   back, starts a new era at the wall clock once its mark is durable.
 //! - A resume is not a clock step back: a mark records the wall clock it was
@@ -58,8 +58,8 @@ use super::time::TimeBase;
 pub const MARK_WINDOW_MS: u64 = 1000;
 
 /// How far a new mark reaches: [`MARK_WINDOW_MS`] of the layout's positions
-/// past the IDs it covers, and past the wall clock by at most the later of
-/// `max_drift` and the window's whole ticks.
+/// past the IDs it covers, and past the wall clock by at most `max_drift`
+/// plus the window's whole ticks.
 ///
 /// With ticks of a second or less the window is whole ticks (1000 of 1 ms).
 /// A longer tick holds more than a second of positions, so the window is the
@@ -70,7 +70,8 @@ pub struct Window {
     /// Positions a new mark reserves past the IDs it covers.
     positions: u64,
     /// Whole ticks in the window (0 when a tick is longer than it): how far
-    /// past the wall clock a mark may reach when `max_drift` is shorter.
+    /// past `max_drift` a mark may reach, so that a generator at the drift
+    /// limit still renews its mark ahead (a write a second, not one a tick).
     ticks: u64,
 }
 
@@ -333,9 +334,9 @@ impl Generator {
 
         let start = self.next.max(wall_pos);
         // The furthest a new mark may reach: the last position of the tick
-        // max_drift (or the window's whole ticks, when more) past the clock,
-        // unless the IDs it must cover lie beyond (they lie within max_drift).
-        let reach = wall_tick.saturating_add(max_drift.max(self.window.ticks)).min(max_tick);
+        // max_drift and the window's whole ticks past the clock, unless the
+        // IDs it must cover lie beyond (they lie within max_drift).
+        let reach = wall_tick.saturating_add(max_drift).saturating_add(self.window.ticks).min(max_tick);
         let reach_end = t.position(reach + 1) - 1;
         let mark_above = |covers: u64| covers.max(covers.saturating_add(self.window.positions).min(reach_end));
         let exhausted = t.tick_of(start) > max_tick;
