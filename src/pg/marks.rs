@@ -60,6 +60,7 @@ use pgrx::PgLogLevel;
 use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
+use super::timestamp::from_pg_micros;
 use super::{clock, control, ffi, new_space, settings, wal};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::generator::Mark;
@@ -266,7 +267,7 @@ pub unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 /// settings, and records it in this server's state file before redo moves on.
 fn replay(wal_mark: &WalMark) {
     let config = settings::config();
-    if wal_mark.node == config.node && control::starts_as_standby() {
+    if wal_mark.node == config.node && control::starts_as_standby() && made_since_start(wal_mark) {
         report_shared_number(&config.codec, config.node);
     }
     let _writer = MarkWriter::acquire();
@@ -313,6 +314,17 @@ fn replay(wal_mark: &WalMark) {
         }
         Err(_) => {}
     }
+}
+
+/// Whether a replayed mark was made while this server runs (less a minute
+/// for clocks apart): an old primary that rejoins as a standby replays marks
+/// it made itself before, under its own number, which say nothing of its
+/// primary now.
+fn made_since_start(wal_mark: &WalMark) -> bool {
+    // SAFETY: set once by the postmaster before this process was forked.
+    let started = from_pg_micros(unsafe { pg_sys::PgStartTime });
+    let made = wal_mark.mark.wall.unwrap_or(wal_mark.mark.instant);
+    made.0 >= started.0.saturating_sub(60_000)
 }
 
 /// Whether this process said that the standby shares its primary's number.
