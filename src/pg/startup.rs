@@ -322,6 +322,11 @@ fn report_copied_file(old: Node, new: Node) {
             old.datacenter, old.worker, new.datacenter, new.worker
         ),
     )
+    .set_hint(format!(
+        "A copy that runs beside its source needs a number of its own: check that no other server generates with \
+         datacenter {}, worker {} (compare snowflake_status() across servers).",
+        new.datacenter, new.worker
+    ))
     .report(PgLogLevel::LOG);
 }
 

@@ -107,6 +107,41 @@ pub fn check() {
     }
     // SAFETY: as above.
     unsafe { LAST_CHECK = Some((reload, Instant::now())) };
+    // A memory context of its own, deleted at the end: from the log hook the
+    // current one is ErrorContext, which the postmaster never resets, and
+    // every reload would leave the files' lists behind in every child.
+    // SAFETY: a context under TopMemoryContext with a static name, made
+    // current for this check only and deleted after it; nothing allocated in
+    // it outlives the check.
+    let (context, previous) = unsafe {
+        let context = pg_sys::AllocSetContextCreateExtended(
+            pg_sys::TopMemoryContext,
+            c"snowflake_id next start check".as_ptr(),
+            pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+        );
+        (context, pg_sys::MemoryContextSwitchTo(context))
+    };
+    // A panic here is a bug of ours; in the postmaster it must not become
+    // an ERROR, which is FATAL there.
+    let checked = std::panic::catch_unwind(warn_if_the_next_start_fails);
+    // SAFETY: as above.
+    unsafe {
+        pg_sys::MemoryContextSwitchTo(previous);
+        pg_sys::MemoryContextDelete(context);
+    }
+    if checked.is_err() {
+        crate::pg::error::new(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            "snowflake_id could not check what the next server start will make of the configuration files",
+        )
+        .report(PgLogLevel::LOG);
+    }
+}
+
+/// Reads the files, makes a start's checks, and warns when they fail.
+fn warn_if_the_next_start_fails() {
     let Some(mut written) = read_files() else { return };
     for name in NAMES {
         if set_on_command_line(name) {
