@@ -106,7 +106,7 @@ fn a_standby_that_cannot_write_its_state_file_waits_serving_reads() {
     // Ten million IDs need marks beyond the current one; the rows follow them in WAL.
     primary.connect().batch_execute("SELECT count(*) FROM snowflake_next_ids(10000000)").unwrap();
     primary.session().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !standby.log().contains("replay waits until the replayed high-water mark is recorded") {
         assert!(std::time::Instant::now() < deadline, "no warning:\n{}", standby.log());
         std::thread::sleep(std::time::Duration::from_millis(200));

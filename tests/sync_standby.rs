@@ -23,10 +23,11 @@ fn a_mark_waits_for_the_synchronous_standby_and_a_promoted_one_continues_above_a
     // Before the standby is named: a commit would wait for it.
     primary.session().batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id())").unwrap();
     let standby = Cluster::standby_of(&primary, "syncstandby", &[]);
-    let mut admin = primary.connect();
-    admin.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'syncstandby'").unwrap();
-    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
-    drop(admin);
+    // Named at a restart, not a reload: every backend sees it at once (a
+    // reload reaches the server's shared view a moment later).
+    primary.stop();
+    primary.set("synchronous_standby_names = 'syncstandby'");
+    primary.start();
 
     // With the standby down, the first call makes a mark, and waits for the
     // standby before it hands out an ID; statement_timeout ends the wait.
@@ -125,13 +126,25 @@ fn a_statement_running_when_synchronous_standby_names_is_set_waits_from_then_on(
     primary.session();
     // A backend rereads the configuration only between statements: the
     // shared view of synchronous_standby_names decides, as for a commit.
+    // A statement that would run for hours, taking an ID every 10 ms.
     let (pid, run) = run_in_session(&primary, |s| {
-        s.batch_execute("SET statement_timeout = '20s'")?;
-        s.query("SELECT snowflake_next_id(), pg_sleep(0.01) FROM generate_series(1, 500)", &[]).map(|r| r.len())
+        s.batch_execute("SET statement_timeout = '10min'")?;
+        s.query("SELECT snowflake_next_id(), pg_sleep(0.01) FROM generate_series(1, 1000000)", &[]).map(|r| r.len())
     });
-    std::thread::sleep(Duration::from_secs(1));
+    let mut admin = primary.connect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while admin
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active'", &[&pid])
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the statement never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     name_synchronous_standbys(&primary, "nosuch");
-    let waited = waits_for_standbys(&primary, pid, Duration::from_secs(4));
+    let waited = waits_for_standbys(&primary, pid, Duration::from_secs(120));
+    admin.query_one("SELECT pg_cancel_backend($1)", &[&pid]).unwrap();
     let result = run.join().unwrap();
     assert!(waited, "the statement did not wait for the standby named while it ran: {result:?}");
     let e = result.unwrap_err();
@@ -151,7 +164,7 @@ fn only_a_cancel_or_termination_fails_a_wait_for_the_standbys() {
     // Asking a waiting backend to log its memory contexts interrupts it too;
     // only the cancel that follows ends its wait, with an error.
     let (pid, run) = run_in_session(&primary, next_id);
-    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(10)), "no wait");
+    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(120)), "no wait");
     primary.one::<bool>(&format!("SELECT pg_log_backend_memory_contexts({pid})"));
     std::thread::sleep(Duration::from_millis(300));
     primary.one::<bool>(&format!("SELECT pg_cancel_backend({pid})"));
@@ -161,7 +174,7 @@ fn only_a_cancel_or_termination_fails_a_wait_for_the_standbys() {
     // The same interrupt, then the DBA stops asking for standbys: the wait
     // ends without them, as a commit's does, and the call hands out its ID.
     let (pid, run) = run_in_session(&primary, next_id);
-    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(10)), "no wait");
+    assert!(waits_for_standbys(&primary, pid, Duration::from_secs(120)), "no wait");
     primary.one::<bool>(&format!("SELECT pg_log_backend_memory_contexts({pid})"));
     std::thread::sleep(Duration::from_millis(300));
     name_synchronous_standbys(&primary, "");

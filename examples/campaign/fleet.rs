@@ -279,8 +279,13 @@ impl Fleet {
     }
 
     fn raise_floor_to_what_got_out(&self) -> Option<i64> {
-        // The old primary is stopped: let the calls it answered last reach the record.
-        sleep(Duration::from_millis(500));
+        // The old primary is stopped: the calls it answered last reach the
+        // record before the largest ID is read (their connections are gone,
+        // so every call on P ends; the bound is for a hung client).
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.targets.p_calls_in_flight() > 0 && Instant::now() < deadline {
+            sleep(Duration::from_millis(10));
+        }
         let max = self.rec.max_of("P")?;
         let c = &self.primary.cluster;
         c.connect().query_one("SELECT snowflake_raise_floor($1)", &[&max]).unwrap();
@@ -399,7 +404,7 @@ impl Fleet {
         self.a.connect().batch_execute(&sql).unwrap();
         let clashes = |a: &Cluster| -> i64 { a.one("SELECT guard_clashes FROM snowflake_status()") };
         let before = clashes(&self.a);
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(300);
         let mut detected = false;
         while !detected && Instant::now() < deadline {
             // Q generates all the time (the clients); X's rows interleave with them.
@@ -409,6 +414,21 @@ impl Fleet {
         }
         self.a.connect().batch_execute("DROP SUBSCRIPTION sub_x").unwrap();
         drop(x);
+        // Q's rows of the clash's time reach A before the fault ends, so that
+        // A's reports of them fall inside its window, however slow the apply.
+        let q = &self.q.cluster;
+        let written: String = q.one("SELECT pg_current_wal_lsn()::text");
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while Instant::now() < deadline {
+            let caught_up: Option<bool> = q.one(&format!(
+                "SELECT (SELECT confirmed_flush_lsn >= '{written}'::pg_lsn FROM pg_replication_slots
+                 WHERE slot_name = 'sub_q')"
+            ));
+            if caught_up != Some(false) {
+                break;
+            }
+            sleep(Duration::from_millis(100));
+        }
         let (datacenter, worker) = self.q_number;
         (name, format!("number (datacenter {datacenter}, worker {worker}) detected={detected}"))
     }
@@ -482,7 +502,7 @@ impl Fleet {
         a.connect().batch_execute(&format!("{table}; CREATE PUBLICATION pub_seed_back FOR TABLE seed")).unwrap();
         let count = |c: &Cluster| -> i64 { c.one("SELECT count(*) FROM seed") };
         let wait = |c: &Cluster| {
-            let deadline = Instant::now() + Duration::from_secs(60);
+            let deadline = Instant::now() + Duration::from_secs(300);
             while count(c) < ROWS && Instant::now() < deadline {
                 sleep(Duration::from_millis(200));
             }
@@ -523,7 +543,7 @@ impl Fleet {
             q.connect()
                 .batch_execute(&format!("INSERT INTO ren (v) SELECT '{v}' FROM generate_series(1, {ROWS})"))
                 .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(60);
+            let deadline = Instant::now() + Duration::from_secs(300);
             while count(v) < ROWS && Instant::now() < deadline {
                 sleep(Duration::from_millis(200));
             }

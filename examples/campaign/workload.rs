@@ -20,9 +20,15 @@ pub struct Target {
 
 /// Where each lineage generates now; the fault procedures move it.
 #[derive(Clone, Default)]
-pub struct Targets(Arc<RwLock<HashMap<&'static str, Target>>>);
+pub struct Targets(Arc<RwLock<HashMap<&'static str, Target>>>, Arc<std::sync::atomic::AtomicUsize>);
 
 impl Targets {
+    /// Calls on lineage P that have started and whose outcome is not
+    /// recorded yet: a takeover reads the largest ID that got out once none is.
+    pub fn p_calls_in_flight(&self) -> usize {
+        self.1.load(Ordering::SeqCst)
+    }
+
     pub fn set(&self, lineage: &'static str, server: &str, port: u16) {
         self.0.write().unwrap().insert(lineage, Target { server: server.to_string(), port });
     }
@@ -89,6 +95,10 @@ pub fn run(n: usize, seed: u64, targets: Targets, rec: Recorder, stop: Arc<Atomi
             }
         }
         let conn = conns.get_mut(lineage).expect("connected above");
+        let on_p = lineage == "P";
+        if on_p {
+            targets.1.fetch_add(1, Ordering::SeqCst);
+        }
         let started_us = now_us();
         let result = call(&mut conn.client, op, n, bulk);
         let ended_us = now_us();
@@ -115,6 +125,9 @@ pub fn run(n: usize, seed: u64, targets: Targets, rec: Recorder, stop: Arc<Atomi
                 conns.remove(lineage);
                 std::thread::sleep(Duration::from_millis(50));
             }
+        }
+        if on_p {
+            targets.1.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }

@@ -386,7 +386,7 @@ impl Cluster {
 
     /// Promotes a standby and waits until it accepts writes.
     pub fn promote(&self) {
-        let out = self.pg_ctl().args(["promote", "-w", "-D"]).arg(&self.data).output().unwrap();
+        let out = self.pg_ctl().args(["promote", "-w", "-t", "300", "-D"]).arg(&self.data).output().unwrap();
         assert!(out.status.success(), "promote: {}", String::from_utf8_lossy(&out.stderr));
     }
 
@@ -426,7 +426,7 @@ impl Cluster {
     pub fn try_start(&self) -> Result<(), String> {
         let out = self
             .pg_ctl()
-            .args(["start", "-w", "-t", "60", "-D"])
+            .args(["start", "-w", "-t", "300", "-D"])
             .arg(&self.data)
             .arg("-l")
             .arg(self.log_path())
@@ -446,7 +446,7 @@ impl Cluster {
     }
 
     pub fn stop(&self) {
-        let out = self.pg_ctl().args(["stop", "-w", "-m", "fast", "-D"]).arg(&self.data).output().unwrap();
+        let out = self.pg_ctl().args(["stop", "-w", "-t", "300", "-m", "fast", "-D"]).arg(&self.data).output().unwrap();
         assert!(out.status.success(), "stop: {}", String::from_utf8_lossy(&out.stderr));
     }
 
@@ -559,7 +559,9 @@ pub fn db_error(e: &postgres::Error) -> (String, String, String) {
 /// switch to k and ended before the switch to k+1, so every ID of phase k must
 /// be below every ID of phase k+1.
 pub struct Load {
-    port: u16,
+    /// Rows each phase holds for good: counted by a client once it has seen
+    /// that its batch kept its phase.
+    stored: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<i32, i64>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     phase: std::sync::Arc<std::sync::atomic::AtomicI32>,
     clients: Vec<std::thread::JoinHandle<Vec<String>>>,
@@ -576,10 +578,11 @@ impl Load {
         cluster.session().batch_execute(IDS_TABLE).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let phase = Arc::new(AtomicI32::new(0));
+        let stored = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
         let url = format!("host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=10", cluster.port);
         let clients = (0..clients as i32)
             .map(|client| {
-                let (stop, phase, url) = (stop.clone(), phase.clone(), url.clone());
+                let (stop, phase, url, stored) = (stop.clone(), phase.clone(), url.clone(), stored.clone());
                 std::thread::spawn(move || {
                     let insert = if client % 2 == 0 {
                         "INSERT INTO ids SELECT snowflake_next_id(), $1, $2, $3 FROM generate_series(1, $4)"
@@ -608,6 +611,9 @@ impl Load {
                                     "UPDATE ids SET phase = NULL WHERE client = $1 AND batch = $2",
                                     &[&client, &batch_no],
                                 )?;
+                            } else {
+                                // Kept its phase: the next phase starts after this count.
+                                *stored.lock().unwrap().entry(before).or_insert(0) += i64::from(batch);
                             }
                             Ok(())
                         });
@@ -621,20 +627,18 @@ impl Load {
                 })
             })
             .collect();
-        Load { port: cluster.port, stop, phase, clients }
+        Load { stored, stop, phase, clients }
     }
 
-    /// Waits until the current phase has at least `rows` IDs stored: a phase
-    /// ends when the clients have done something in it, whatever the
-    /// machine's speed. (The bound is for a hung server, not a measure.)
+    /// Waits until the current phase holds at least `rows` IDs for good (in
+    /// batches that kept their phase): a phase ends when the clients have done
+    /// something in it, whatever the machine's speed. (The bound is for a hung
+    /// server, not a measure.)
     pub fn wait_for_rows(&self, rows: i64) {
         let phase = self.phase.load(Ordering::SeqCst);
-        let url = format!("host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=10", self.port);
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
-            let stored = postgres::Client::connect(&url, postgres::NoTls)
-                .and_then(|mut c| c.query_one("SELECT count(*) FROM ids WHERE phase = $1", &[&phase]))
-                .map_or(0, |r| r.get::<_, i64>(0));
+            let stored = self.stored.lock().unwrap().get(&phase).copied().unwrap_or(0);
             if stored >= rows {
                 return;
             }
