@@ -213,6 +213,16 @@ impl IdTemplate {
         self.sequence_bits
     }
 
+    /// How many consecutive integers one tick's IDs hold: all its positions
+    /// when the sequence field holds the lowest bits, otherwise 1.
+    pub fn consecutive_in_tick(&self) -> u64 {
+        if self.sequence_shift == 0 {
+            self.position(1)
+        } else {
+            1
+        }
+    }
+
     #[inline]
     pub fn tick_of(&self, position: u64) -> u64 {
         position >> self.sequence_bits

@@ -324,6 +324,21 @@ impl Generator {
     /// ```
     #[inline]
     pub fn reserve(&mut self, now: i64, want: u64, max_drift: u64) -> Result<Grant, Refusal> {
+        self.reserve_within::<false>(now, want, max_drift)
+    }
+
+    /// Like [`Generator::reserve`], but the block is a *run*: exactly `want`
+    /// consecutive positions of one tick, never fewer (a sequence's block for
+    /// a pooled allocator, [`super::block`]). The positions left over at the
+    /// end of a tick too full for the run are never issued. The caller keeps
+    /// `want` within one tick's positions.
+    pub fn reserve_run(&mut self, now: i64, want: u64, max_drift: u64) -> Result<Grant, Refusal> {
+        debug_assert!(want <= self.template.position(1), "a run fits one tick");
+        self.reserve_within::<true>(now, want, max_drift)
+    }
+
+    #[inline(always)]
+    fn reserve_within<const RUN: bool>(&mut self, now: i64, want: u64, max_drift: u64) -> Result<Grant, Refusal> {
         debug_assert!(want > 0);
         self.observe(now);
         let t = self.template;
@@ -332,7 +347,10 @@ impl Generator {
         let wall_pos = t.position(wall_tick.min(max_tick + 1));
         let limit = last_allowed_tick(now, max_drift);
 
-        let start = self.next.max(wall_pos);
+        let mut start = self.next.max(wall_pos);
+        if RUN && t.sequence_of(start) + want > t.position(1) {
+            start = t.position(t.tick_of(start) + 1);
+        }
         // The furthest a new mark may reach: the last position of the tick
         // max_drift and the window's whole ticks past the clock, unless the
         // IDs it must cover lie beyond (they lie within max_drift).
@@ -372,7 +390,8 @@ impl Generator {
             clock_back: self.clock_back,
             wall: Some(self.wall_high),
         };
-        if start >= self.durable {
+        // A run is granted whole or not at all.
+        if start >= self.durable || (RUN && wanted_end >= self.durable) {
             return Err(Refusal::NeedMark(next_mark));
         }
         let end = wanted_end.min(self.durable - 1);

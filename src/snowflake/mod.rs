@@ -1,6 +1,7 @@
 //! The pure Rust core of snowflake_id: no PostgreSQL in here.
 //!
 //! - [`layout`]: which fields an ID has and where their bits are;
+//! - [`block`]: what a sequence incrementing by more than one reserves for a pooled allocator;
 //! - [`preset`]: named layouts of well-known designs;
 //! - [`time`]: instants, epochs and ticks;
 //! - [`codec`]: fields to IDs and back;
@@ -12,6 +13,7 @@
 //! - [`state_file`]: the state file's format;
 //! - [`wal_record`]: the mark as a WAL record.
 
+pub mod block;
 pub mod codec;
 pub mod config;
 pub mod generator;

@@ -134,6 +134,58 @@ fn a_fresh_generator_starts_at_the_wall_clock_once_its_first_mark_is_durable() {
     assert_eq!(g.stats().ids_issued, 1);
 }
 
+/// Runs for pooled allocators (issue 29): each is whole, in one tick,
+/// consecutive IDs, above every ID before it, and never crosses the durable
+/// mark, whatever calls of other sizes come between.
+#[test]
+fn a_run_is_whole_in_one_tick_and_above_everything_before() {
+    let mut c = Caller::new(SMALL, 10);
+    let mut last = -1;
+    for (i, want) in [3u64, 1, 4, 2, 3, 3, 1, 4, 4, 2].into_iter().cycle().take(200).enumerate() {
+        let now = 100 + i as i64 / 7; // slower than the IDs: runs meet partly used ticks
+        let ids = if i % 3 == 0 {
+            c.ids(now, want, 1000)
+        } else {
+            loop {
+                match c.g.reserve_run(now, want, 1000) {
+                    Ok(grant) => {
+                        assert!(grant.block.first + grant.block.len <= c.g.mark().position);
+                        if let Some(m) = grant.renew {
+                            c.write(m);
+                        }
+                        break grant.block.collect::<Vec<_>>();
+                    }
+                    Err(Refusal::NeedMark(m)) => c.write(m),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        };
+        if i % 3 != 0 {
+            assert_eq!(ids.len() as u64, want, "whole");
+            assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "consecutive integers: {ids:?}");
+            assert_eq!(ids[0] >> 5, ids[ids.len() - 1] >> 5, "one tick: {ids:?}");
+        }
+        assert!(ids[0] > last, "above every ID before");
+        last = *ids.last().unwrap();
+    }
+}
+
+#[test]
+fn a_run_that_would_cross_the_durable_mark_asks_for_a_mark_covering_it() {
+    let t = template(SMALL);
+    let mut c = Caller::new(SMALL, 1);
+    c.ids(100, 1, 0);
+    assert_eq!(c.g.mark().position, t.position(101) + 1, "a window of one tick past the first ID");
+    // Three positions are left in tick 100: a run of 4 takes tick 101,
+    // which the durable mark covers only in part.
+    let Err(Refusal::NeedMark(m)) = c.g.reserve_run(100, 4, 5) else { panic!("no part of a run is granted") };
+    assert!(m.position >= t.position(102), "{m:?}");
+    c.write(m);
+    let grant = c.g.reserve_run(100, 4, 5).unwrap();
+    let ids: Vec<i64> = grant.block.collect();
+    assert_eq!(ids, (0..4).map(|s| t.encode(t.position(101) + s, 0)).collect::<Vec<_>>());
+}
+
 #[test]
 fn a_used_up_tick_borrows_the_next_within_the_drift_bound() {
     let mut c = Caller::new(SMALL, 10);
@@ -426,8 +478,9 @@ fn a_replayed_mark_of_a_later_era_switches_the_standby_to_it() {
 
 #[derive(Clone, Debug)]
 enum Step {
-    /// Move the wall clock by this many ticks (back, stuck or forward), then take IDs.
-    Take { clock_moves: i64, want: u64 },
+    /// Move the wall clock by this many ticks (back, stuck or forward), then
+    /// take IDs: a block, or a run in one tick (at most a tick's positions).
+    Take { clock_moves: i64, want: u64, run: bool },
     /// Renewals handed out so far are written (or fail, after FailNextWrite).
     WriteRenewals,
     /// The server crashes: renewals not yet written are lost; the state file
@@ -441,8 +494,8 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        6 => (prop_oneof![Just(0i64), -3i64..4, -5_000i64..5_000, -10_000_000i64..10_000_000], 1u64..20)
-            .prop_map(|(clock_moves, want)| Step::Take { clock_moves, want }),
+        6 => (prop_oneof![Just(0i64), -3i64..4, -5_000i64..5_000, -10_000_000i64..10_000_000], 1u64..20, any::<bool>())
+            .prop_map(|(clock_moves, want, run)| Step::Take { clock_moves, want, run }),
         2 => Just(Step::WriteRenewals),
         1 => (0usize..4).prop_map(|lag| Step::Crash { lag }),
         1 => Just(Step::CleanRestart),
@@ -508,7 +561,8 @@ fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
                     }
                 }
             }
-            Step::Take { clock_moves, want } => {
+            Step::Take { clock_moves, want, run } => {
+                let want = if run { want.min(t.position(1)) } else { want };
                 now = (now + clock_moves).clamp(-100, 1 << 29);
                 // A mark reaches at most drift and the window's whole ticks
                 // past the clock, to the end of that tick: a crash never
@@ -519,8 +573,14 @@ fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
                 loop {
                     attempts += 1;
                     assert!(attempts < 10, "a call settles within a few attempts");
-                    match g.reserve(now, want, drift) {
+                    let reserved = if run { g.reserve_run(now, want, drift) } else { g.reserve(now, want, drift) };
+                    match reserved {
                         Ok(grant) => {
+                            if run {
+                                let b = grant.block;
+                                assert_eq!(b.len(), want, "a run is whole");
+                                assert_eq!(t.tick_of(b.first), t.tick_of(b.first + want - 1), "a run is one tick");
+                            }
                             assert!(
                                 grant.renew.iter().all(|m| within_reach(m, now)),
                                 "{:?} past tick {}",
