@@ -108,6 +108,17 @@ pgrx::extension_sql!(
 /// the clock when the generator may not run further ahead of it, and makes a
 /// new mark durable first when it is needed.
 pub fn reserve(want: u64) -> Block {
+    take::<false>(want)
+}
+
+/// Like [`reserve`], but exactly `want` consecutive IDs of one tick (a
+/// sequence's block, [`crate::snowflake::block`]); `want` fits a tick.
+pub fn reserve_run(want: u64) -> Block {
+    take::<true>(want)
+}
+
+#[inline(always)]
+fn take<const RUN: bool>(want: u64) -> Block {
     if ffi::recovery_in_progress() {
         refuse_during_recovery();
     }
@@ -130,7 +141,11 @@ pub fn reserve(want: u64) -> Block {
                 state.unknown = None;
             }
             let now = time.tick_of(now_ms);
-            let result = state.generator.reserve(now, want, drift);
+            let result = if RUN {
+                state.generator.reserve_run(now, want, drift)
+            } else {
+                state.generator.reserve(now, want, drift)
+            };
             (result, now_ms, now, state.take_step_back_report(now_ms), state.mark_lsn)
         };
         if let Some(r) = step_back {

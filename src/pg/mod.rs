@@ -7,7 +7,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step |
-//! | SQL | [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`] |
+//! | SQL | [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`sequences`]: registered sequences hand out snowflake IDs |
 //! | policy | [`marks`]: making a mark durable, replaying one |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`], [`publisher`]: which server an apply worker's rows come from |
 //! | base | [`settings`], [`error`], [`clock`], [`control`], [`timestamp`], [`ffi`] |
@@ -26,6 +26,7 @@ mod guard;
 mod marks;
 mod new_space;
 mod publisher;
+mod sequences;
 mod settings;
 mod shmem;
 mod startup;
@@ -60,4 +61,5 @@ pub fn init() {
     settings::init();
     wal::register(marks::redo);
     startup::init();
+    sequences::init();
 }

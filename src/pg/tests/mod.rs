@@ -20,6 +20,7 @@
 mod adopt;
 mod decode;
 mod generate;
+mod sequences;
 mod settings;
 mod status;
 

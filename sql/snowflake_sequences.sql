@@ -1,0 +1,147 @@
+-- Sequence mode (src/pg/sequences): a registered sequence hands out
+-- snowflake IDs on every path that asks it (nextval, serial and identity
+-- defaults), with no change to the application.
+--
+-- The registry is a configuration table, so pg_dump keeps its rows. A fence
+-- guards every path the planner hook cannot reach: the sequence's MAXVALUE
+-- is set to its current value (and NO CYCLE), so native nextval fails with
+-- "reached maximum value" instead of returning a small number. The values
+-- the fence replaced are kept here and come back on unregistering.
+
+CREATE TABLE snowflake_sequence_registry (
+    seq regclass PRIMARY KEY,
+    block_mode text NOT NULL CHECK (block_mode IN ('either', 'high', 'low')),
+    native_max bigint NOT NULL,
+    native_cycle boolean NOT NULL,
+    registered_at timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('snowflake_sequence_registry', '');
+REVOKE ALL ON snowflake_sequence_registry FROM PUBLIC;
+GRANT SELECT ON snowflake_sequence_registry TO PUBLIC;
+
+-- Every backend keeps the registry in a cache; a change of it, by the
+-- functions below or by a restore's COPY, tells them all to read it again.
+CREATE FUNCTION snowflake_sequence_registry_changed() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_registry_changed';
+CREATE TRIGGER snowflake_sequence_registry_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_sequence_registry
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_sequence_registry_changed();
+
+-- Only a sequence's owner registers or unregisters it, whatever the route
+-- to the table (the functions below, or an INSERT of one's own).
+CREATE FUNCTION snowflake_sequence_registry_owner_check() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seq regclass := CASE WHEN TG_OP = 'DELETE' THEN OLD.seq ELSE NEW.seq END;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seq AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
+        RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+CREATE TRIGGER snowflake_sequence_registry_owner_check
+    BEFORE INSERT OR UPDATE OR DELETE ON snowflake_sequence_registry
+    FOR EACH ROW EXECUTE FUNCTION snowflake_sequence_registry_owner_check();
+GRANT INSERT, DELETE ON snowflake_sequence_registry TO PUBLIC;
+
+CREATE FUNCTION snowflake_sequence_register(seq regclass, block_mode text DEFAULT 'either') RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind "char";
+    owner oid;
+    s pg_sequence;
+    col record;
+    last bigint;
+    called boolean;
+BEGIN
+    SELECT c.relkind, c.relowner INTO kind, owner FROM pg_class c WHERE c.oid = seq;
+    IF kind IS DISTINCT FROM 'S' THEN
+        RAISE EXCEPTION '"%" is not a sequence', seq USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT pg_has_role(current_user, owner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF EXISTS (SELECT FROM @extschema@.snowflake_sequence_registry r WHERE r.seq = $1) THEN
+        RAISE NOTICE 'sequence "%" is registered already, skipping', seq;
+        RETURN;
+    END IF;
+    SELECT * INTO s FROM pg_sequence p WHERE p.seqrelid = seq;
+    IF s.seqtypid <> 'bigint'::regtype THEN
+        RAISE EXCEPTION 'sequence "%" is of type %, which cannot hold a snowflake ID', seq, s.seqtypid::regtype
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = format('Make it bigint first: ALTER SEQUENCE %s AS bigint.', seq);
+    END IF;
+    FOR col IN
+        SELECT d.refobjid::regclass AS tbl, a.attname, a.atttypid::regtype AS typ
+        FROM pg_depend d JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+        WHERE d.classid = 'pg_class'::regclass AND d.objid = seq AND d.deptype IN ('a', 'i')
+          AND d.refclassid = 'pg_class'::regclass
+    LOOP
+        IF col.typ <> 'bigint'::regtype THEN
+            RAISE EXCEPTION 'column "%" of relation "%" is of type %, which cannot hold a snowflake ID',
+                col.attname, col.tbl, col.typ
+                USING ERRCODE = 'datatype_mismatch',
+                      HINT = format('Make it bigint first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint.', col.tbl, col.attname);
+        END IF;
+    END LOOP;
+    PERFORM @extschema@.snowflake_sequence_check_block(s.seqincrement, block_mode);
+    -- The fence: MAXVALUE at the current value, which needs a value above
+    -- MINVALUE that nextval has handed out (a fresh sequence gives up one).
+    EXECUTE format('SELECT last_value, is_called FROM %s', seq) INTO last, called;
+    IF NOT called OR last <= s.seqmin THEN
+        last := greatest(last, s.seqmin + 1);
+        PERFORM setval(seq, last, true);
+    END IF;
+    EXECUTE format('ALTER SEQUENCE %s NO CYCLE MAXVALUE %s', seq, last);
+    INSERT INTO @extschema@.snowflake_sequence_registry (seq, block_mode, native_max, native_cycle)
+    VALUES (seq, lower(block_mode), s.seqmax, s.seqcycle);
+END
+$$;
+
+CREATE FUNCTION snowflake_sequence_unregister(seq regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r @extschema@.snowflake_sequence_registry;
+    above bigint;
+BEGIN
+    SELECT * INTO r FROM @extschema@.snowflake_sequence_registry x WHERE x.seq = $1 FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'sequence "%" is not registered', seq USING ERRCODE = 'undefined_object';
+    END IF;
+    -- Native values continue above every ID this server handed out.
+    above := @extschema@.snowflake_sequence_resume_value();
+    IF above > r.native_max THEN
+        RAISE EXCEPTION 'sequence "%" cannot continue above the snowflake IDs it handed out', seq
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = format('Its MAXVALUE before registering was %s; the IDs reach %s.', r.native_max, above),
+                  HINT = 'Keep the sequence registered, or raise its MAXVALUE in the registry first.';
+    END IF;
+    DELETE FROM @extschema@.snowflake_sequence_registry x WHERE x.seq = $1;
+    EXECUTE format('ALTER SEQUENCE %s MAXVALUE %s %s', seq, r.native_max, CASE WHEN r.native_cycle THEN 'CYCLE' ELSE 'NO CYCLE' END);
+    PERFORM setval(seq, above, true);
+END
+$$;
+
+-- What is registered: the sequence, the table and column it feeds (serial
+-- or identity; NULL for a free-standing one), its block mode and increment.
+CREATE VIEW snowflake_sequences AS
+SELECT r.seq AS sequence,
+       d.refobjid::regclass AS table_name,
+       a.attname AS column_name,
+       CASE d.deptype WHEN 'i' THEN 'identity' WHEN 'a' THEN 'serial' END AS kind,
+       r.block_mode,
+       p.seqincrement AS increment,
+       r.registered_at
+FROM @extschema@.snowflake_sequence_registry r
+JOIN pg_catalog.pg_sequence p ON p.seqrelid = r.seq
+LEFT JOIN pg_catalog.pg_depend d
+       ON d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = r.seq AND d.deptype IN ('a', 'i')
+      AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid;
+GRANT SELECT ON snowflake_sequences TO PUBLIC;

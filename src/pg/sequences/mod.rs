@@ -1,0 +1,29 @@
+//! Sequence mode: a sequence a DBA registers (`snowflake_sequence_register`,
+//! sql/snowflake_sequences.sql) hands out snowflake IDs on every path that
+//! asks it, with no change to the application: explicit nextval, serial and
+//! identity defaults, ORMs' pooled allocators (INCREMENT BY n, see
+//! [`crate::snowflake::block`]).
+//!
+//! - [`registry`]: which sequences are registered, cached per backend;
+//! - [`rewrite`]: the planner hook that puts our functions in place of
+//!   native nextval and identity defaults;
+//! - [`nextval`]: those functions, with native nextval's checks.
+//!
+//! Paths no hook reaches (trigger WHEN, CHECK, defaults a logical
+//! replication apply worker fills in) meet the fence registration sets, the
+//! sequence's MAXVALUE at its current value: an error, never a small number.
+
+mod nextval;
+mod registry;
+mod rewrite;
+
+pgrx::extension_sql_file!(
+    "../../../sql/snowflake_sequences.sql",
+    name = "sequences",
+    requires = ["sequence_nextval", snowflake_sequence_check_block, snowflake_sequence_resume_value]
+);
+
+pub fn init() {
+    registry::init();
+    rewrite::init();
+}

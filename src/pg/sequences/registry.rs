@@ -1,0 +1,185 @@
+//! Which sequences of this database are registered, as this backend knows
+//! it: a cache of `snowflake_sequence_registry` (sql/snowflake_sequences.sql)
+//! with each sequence's increment, and the OIDs of the functions the planner
+//! hook puts in place of native calls.
+//!
+//! The cache is read on first use and dropped by a relcache invalidation of
+//! the registry table (its statement trigger sends one on every change, a
+//! restore's COPY included), of a registered sequence (ALTER SEQUENCE), or of
+//! everything. Where the extension is not installed in this database any
+//! relcache invalidation drops it, so that a CREATE EXTENSION is seen.
+//!
+//! It is read through SPI as the bootstrap superuser, as ri_triggers.c reads
+//! a referenced table: a role that may not see the extension's schema still
+//! gets its sequences' IDs.
+
+use std::collections::HashMap;
+
+use pgrx::pg_sys::{self, Oid};
+use pgrx::prelude::*;
+
+use crate::snowflake::block::Convention;
+
+/// A registered sequence.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub convention: Convention,
+    pub increment: i64,
+}
+
+/// The functions registered sequences are served by.
+#[derive(Clone, Copy, Debug)]
+pub struct Functions {
+    /// `snowflake_sequence_nextval(regclass)`, checked like nextval.
+    pub nextval: Oid,
+    /// `snowflake_sequence_nextval_identity(regclass)`: an identity column's
+    /// default, which needs no privilege on the sequence.
+    pub nextval_identity: Oid,
+}
+
+struct Registry {
+    /// `None` where the extension (at a version with sequence mode) is not installed.
+    installed: Option<(Oid, Functions)>,
+    entries: HashMap<Oid, Entry>,
+}
+
+// SAFETY (for the statics below): a backend runs one thread; the relcache
+// callback runs in it too, between statements or at CommandCounterIncrement.
+static mut CACHE: Option<Registry> = None;
+/// Set while the cache is read: the reading queries are planned too, and
+/// must not ask for it again.
+static mut LOADING: bool = false;
+
+pub fn init() {
+    // SAFETY: registering a callback from _PG_init, in the postmaster, is
+    // what the relcache API is for; every backend inherits it.
+    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(invalidate), pg_sys::Datum::from(0)) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn invalidate(_arg: pg_sys::Datum, relid: Oid) {
+    // SAFETY: see the statics.
+    let cache = unsafe { &mut *std::ptr::addr_of_mut!(CACHE) };
+    let drop_it = match cache {
+        None => false,
+        Some(Registry { installed: None, .. }) => true,
+        Some(r) => {
+            relid == pg_sys::InvalidOid
+                || r.installed.is_some_and(|(table, _)| table == relid)
+                || r.entries.contains_key(&relid)
+        }
+    };
+    if drop_it {
+        *cache = None;
+    }
+}
+
+/// Whether any sequence of this database is registered (false while the
+/// cache is being read).
+pub fn any() -> bool {
+    with(|r| !r.entries.is_empty()).unwrap_or(false)
+}
+
+/// The registration of `seq`, if any, and the functions that serve it.
+pub fn lookup(seq: Oid) -> Option<(Entry, Functions)> {
+    with(|r| Some((*r.entries.get(&seq)?, r.installed?.1))).flatten()
+}
+
+/// The functions that serve registered sequences, where any is registered.
+pub fn functions() -> Option<Functions> {
+    with(|r| if r.entries.is_empty() { None } else { r.installed.map(|(_, f)| f) }).flatten()
+}
+
+fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
+    // SAFETY: see the statics.
+    unsafe {
+        if LOADING {
+            return None;
+        }
+        if (*std::ptr::addr_of!(CACHE)).is_none() {
+            LOADING = true;
+            let loaded = std::panic::catch_unwind(load);
+            LOADING = false;
+            let loaded = loaded.unwrap_or_else(|e| std::panic::resume_unwind(e));
+            CACHE = Some(loaded);
+        }
+        (*std::ptr::addr_of!(CACHE)).as_ref().map(f)
+    }
+}
+
+fn load() -> Registry {
+    let mut saved = (pg_sys::InvalidOid, 0);
+    // SAFETY: switching to the bootstrap superuser for the reads below, as
+    // PostgreSQL's own RI triggers do; an ERROR in between is undone by the
+    // transaction's abort, which restores the user.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut saved.0, &mut saved.1);
+        pg_sys::SetUserIdAndSecContext(
+            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
+            saved.1 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
+        );
+    }
+    let registry = Spi::connect(|client| {
+        let mut registry = Registry { installed: None, entries: HashMap::new() };
+        let found = client
+            .select(
+                "SELECT n.nspname::text, c.oid, \
+                        (SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid \
+                          AND p.proname = 'snowflake_sequence_nextval'), \
+                        (SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid \
+                          AND p.proname = 'snowflake_sequence_nextval_identity') \
+                 FROM pg_catalog.pg_extension e \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
+                 JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = 'snowflake_sequence_registry' \
+                 WHERE e.extname = 'snowflake_id'",
+                None,
+                &[],
+            )
+            .expect("the catalogs can be read");
+        let Some(row) = found.into_iter().next() else { return registry };
+        let (Ok(Some(schema)), Ok(Some(table)), Ok(Some(nextval)), Ok(Some(nextval_identity))) =
+            (row.get::<String>(1), row.get::<Oid>(2), row.get::<Oid>(3), row.get::<Oid>(4))
+        else {
+            return registry;
+        };
+        registry.installed = Some((table, Functions { nextval, nextval_identity }));
+        let rows = client
+            .select(
+                &format!(
+                    "SELECT r.seq::pg_catalog.oid, r.block_mode, s.seqincrement \
+                     FROM {}.snowflake_sequence_registry r \
+                     JOIN pg_catalog.pg_sequence s ON s.seqrelid = r.seq",
+                    spi::quote_identifier(&schema)
+                ),
+                None,
+                &[],
+            )
+            .expect("the registry can be read");
+        for row in rows {
+            let (Ok(Some(seq)), Ok(Some(mode)), Ok(Some(increment))) =
+                (row.get::<Oid>(1), row.get::<String>(2), row.get::<i64>(3))
+            else {
+                continue;
+            };
+            let convention = Convention::from_name(&mode).unwrap_or(Convention::Either);
+            registry.entries.insert(seq, Entry { convention, increment });
+        }
+        registry
+    });
+    // SAFETY: as above.
+    unsafe { pg_sys::SetUserIdAndSecContext(saved.0, saved.1) };
+    registry
+}
+
+/// Drops this backend's cache and tells every backend to drop theirs at
+/// the end of this transaction: the registry table's relcache entry is
+/// invalidated.
+pub fn changed(table: Oid) {
+    // SAFETY: see the statics; CacheInvalidateRelcacheByRelid queues the
+    // invalidation for this transaction's end (and this backend's next
+    // CommandCounterIncrement).
+    unsafe {
+        CACHE = None;
+        pg_sys::CacheInvalidateRelcacheByRelid(table);
+    }
+}

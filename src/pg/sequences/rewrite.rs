@@ -1,0 +1,257 @@
+//! The planner hook: before `standard_planner`, calls of native `nextval`
+//! and identity defaults (`NextValueExpr`) of registered sequences become
+//! calls of [`super::nextval`]'s functions.
+//!
+//! The rewriter has filled in column defaults by then, so one place covers
+//! explicit calls, serial and identity defaults, multi-row VALUES, INSERT ...
+//! SELECT, RETURNING, CTEs, sublinks, rules and views, PREPARE and protocol
+//! prepared statements, and PL/pgSQL (all of it goes through the planner).
+//! A `nextval` whose argument is no constant is sent to the same function,
+//! which decides at run time (native nextval for a sequence not registered).
+//!
+//! The planner scribbles on the Query it is given (callers pass a copy), but
+//! an identity default is a node of another type than the call that
+//! replaces it, so the tree is rebuilt by a mutator; a walker first looks
+//! whether there is anything to replace, so plans without nextval pay a walk.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
+use pgrx::prelude::*;
+
+use super::registry::{self, Functions};
+
+static mut PREVIOUS: pg_sys::planner_hook_type = None;
+
+pub fn init() {
+    // SAFETY: hooks are chained from _PG_init, in the postmaster, once.
+    unsafe {
+        PREVIOUS = pg_sys::planner_hook;
+        pg_sys::planner_hook = Some(plan);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn plan(
+    parse: *mut Query,
+    query_string: *const c_char,
+    cursor_options: c_int,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    let parse = if registry::any() {
+        // SAFETY: the planner's Query; the walk and the rebuild only read
+        // it and allocate in the current (planner's) memory context.
+        unsafe { rewrite(parse) }
+    } else {
+        parse
+    };
+    // SAFETY: the next planner in the chain, with its own arguments.
+    unsafe {
+        match PREVIOUS {
+            Some(previous) => call_previous(previous, parse, query_string, cursor_options, bound_params),
+            None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
+        }
+    }
+}
+
+/// Calls the planner hook another library installed before ours. Its type
+/// says it may unwind, as pgrx types every hook; an ERROR it raises is
+/// caught by pgrx's boundary and rethrown as a Rust panic.
+///
+/// # Safety
+/// `previous` is the hook saved in `init`, called with the planner's arguments.
+#[allow(ffi_unwind_calls)]
+unsafe fn call_previous(
+    previous: unsafe extern "C-unwind" fn(
+        *mut Query,
+        *const c_char,
+        c_int,
+        pg_sys::ParamListInfo,
+    ) -> *mut pg_sys::PlannedStmt,
+    parse: *mut Query,
+    query_string: *const c_char,
+    cursor_options: c_int,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    // SAFETY: the caller's contract.
+    unsafe {
+        pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| previous(parse, query_string, cursor_options, bound_params))
+    }
+}
+
+/// What to put in place of a native call or default, if anything.
+#[derive(Clone, Copy)]
+enum Swap {
+    /// A nextval call, served by our function (which checks like nextval).
+    NextVal(Functions),
+    /// An identity default of a registered sequence.
+    Identity(Functions, Oid),
+}
+
+/// # Safety
+/// `node` is a valid node tree or NULL.
+unsafe fn swap_for(node: *mut Node) -> Option<Swap> {
+    // SAFETY: the caller's contract; the tags say which struct the node is.
+    unsafe {
+        match (*node).type_ {
+            NodeTag::T_FuncExpr => {
+                let f = node.cast::<pg_sys::FuncExpr>();
+                if (*f).funcid != Oid::from(pg_sys::F_NEXTVAL) {
+                    return None;
+                }
+                let args = (*f).args;
+                if args.is_null() || (*args).length < 1 {
+                    return None;
+                }
+                let arg = (*(*args).elements).ptr_value.cast::<Node>();
+                match const_oid(arg) {
+                    Some(seq) => registry::lookup(seq).map(|(_, functions)| Swap::NextVal(functions)),
+                    // Decided at run time.
+                    None => registry::functions().map(Swap::NextVal),
+                }
+            }
+            NodeTag::T_NextValueExpr => {
+                let seq = (*node.cast::<pg_sys::NextValueExpr>()).seqid;
+                registry::lookup(seq).map(|(_, functions)| Swap::Identity(functions, seq))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The OID in a non-null regclass or oid constant.
+unsafe fn const_oid(node: *mut Node) -> Option<Oid> {
+    // SAFETY: as for swap_for.
+    unsafe {
+        if node.is_null() || (*node).type_ != NodeTag::T_Const {
+            return None;
+        }
+        let c = node.cast::<pg_sys::Const>();
+        ((*c).consttype == pg_sys::REGCLASSOID || (*c).consttype == pg_sys::OIDOID) && !(*c).constisnull
+    }
+    .then(|| {
+        // SAFETY: checked above: a non-null oid datum.
+        unsafe { Oid::from((*node.cast::<pg_sys::Const>()).constvalue.value() as u32) }
+    })
+}
+
+/// # Safety
+/// `parse` is the planner's Query.
+unsafe fn rewrite(parse: *mut Query) -> *mut Query {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !query_walker(parse, Some(finds), std::ptr::null_mut()) {
+            return parse;
+        }
+        tree::query_mutator(parse, replaces)
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn finds(node: *mut Node, context: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: a node of the tree the walk was started on.
+    unsafe {
+        if (*node).type_ == NodeTag::T_Query {
+            return query_walker(node.cast(), Some(finds), context);
+        }
+        if swap_for(node).is_some() {
+            return true;
+        }
+        pg_sys::expression_tree_walker(node, Some(finds), context)
+    }
+}
+
+unsafe fn query_walker(
+    query: *mut Query,
+    walker: Option<unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> bool>,
+    context: *mut c_void,
+) -> bool {
+    // SAFETY: the caller's Query; range table subqueries and CTEs are walked too.
+    unsafe { pg_sys::query_tree_walker(query, walker, context, 0) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn replaces(node: *mut Node, _context: *mut c_void) -> *mut Node {
+    if node.is_null() {
+        return node;
+    }
+    // SAFETY: a node of the tree being rebuilt; new nodes are made in the
+    // planner's memory context, as the mutator's copies are.
+    unsafe {
+        if (*node).type_ == NodeTag::T_Query {
+            return tree::query_mutator(node.cast(), replaces).cast();
+        }
+        let swap = swap_for(node);
+        if let Some(Swap::Identity(functions, seq)) = swap {
+            let arg = pg_sys::makeConst(
+                pg_sys::REGCLASSOID,
+                -1,
+                pg_sys::InvalidOid,
+                4,
+                pg_sys::Datum::from(seq),
+                false,
+                true,
+            );
+            let args = pg_sys::lappend(std::ptr::null_mut(), arg.cast());
+            return pg_sys::makeFuncExpr(
+                functions.nextval_identity,
+                pg_sys::INT8OID,
+                args,
+                pg_sys::InvalidOid,
+                pg_sys::InvalidOid,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            )
+            .cast();
+        }
+        let copy = tree::expression_mutator(node, replaces);
+        if let Some(Swap::NextVal(functions)) = swap {
+            (*copy.cast::<pg_sys::FuncExpr>()).funcid = functions.nextval;
+        }
+        copy
+    }
+}
+
+/// query_tree_mutator and expression_tree_mutator, whose C names and
+/// callback types differ between versions.
+mod tree {
+    use super::*;
+
+    type Mutator = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node;
+
+    /// # Safety
+    /// `query` is a valid Query.
+    pub unsafe fn query_mutator(query: *mut Query, mutator: Mutator) -> *mut Query {
+        // SAFETY: PostgreSQL's mutator with a callback of the signature it calls.
+        unsafe {
+            #[cfg(feature = "pg15")]
+            {
+                let callback = std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut Node>(mutator);
+                pg_sys::query_tree_mutator(query, Some(callback), std::ptr::null_mut(), 0)
+            }
+            #[cfg(not(feature = "pg15"))]
+            {
+                pg_sys::query_tree_mutator_impl(query, Some(mutator), std::ptr::null_mut(), 0)
+            }
+        }
+    }
+
+    /// # Safety
+    /// `node` is a valid node tree (no Query at its top).
+    pub unsafe fn expression_mutator(node: *mut Node, mutator: Mutator) -> *mut Node {
+        // SAFETY: as above.
+        unsafe {
+            #[cfg(feature = "pg15")]
+            {
+                let callback = std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut Node>(mutator);
+                pg_sys::expression_tree_mutator(node, Some(callback), std::ptr::null_mut())
+            }
+            #[cfg(not(feature = "pg15"))]
+            {
+                pg_sys::expression_tree_mutator_impl(node, Some(mutator), std::ptr::null_mut())
+            }
+        }
+    }
+}
