@@ -38,13 +38,14 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seq AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
         RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
     END IF;
+    PERFORM @extschema@.snowflake_sequence_invalidate(seq);
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END
 $$;
 CREATE TRIGGER snowflake_sequence_registry_owner_check
     BEFORE INSERT OR UPDATE OR DELETE ON snowflake_sequence_registry
     FOR EACH ROW EXECUTE FUNCTION snowflake_sequence_registry_owner_check();
-GRANT INSERT, DELETE ON snowflake_sequence_registry TO PUBLIC;
+GRANT INSERT, UPDATE, DELETE ON snowflake_sequence_registry TO PUBLIC;
 
 CREATE FUNCTION snowflake_sequence_register(seq regclass, block_mode text DEFAULT 'either') RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -110,6 +111,9 @@ DECLARE
     r @extschema@.snowflake_sequence_registry;
     above bigint;
 BEGIN
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seq AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
+        RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
+    END IF;
     SELECT * INTO r FROM @extschema@.snowflake_sequence_registry x WHERE x.seq = $1 FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'sequence "%" is not registered', seq USING ERRCODE = 'undefined_object';

@@ -21,6 +21,12 @@ use crate::snowflake::id_space::{self, FloorError};
 /// granted to PUBLIC.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_raise_floor(id: i64) -> i64 {
+    raise_to(id)
+}
+
+/// [`snowflake_raise_floor`]'s work, also a registered sequence's forward
+/// `setval` ([`super::sequences`]).
+pub fn raise_to(id: i64) -> i64 {
     if ffi::recovery_in_progress() {
         error::new(
             PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,

@@ -20,7 +20,12 @@ mod rewrite;
 pgrx::extension_sql_file!(
     "../../../sql/snowflake_sequences.sql",
     name = "sequences",
-    requires = ["sequence_nextval", snowflake_sequence_check_block, snowflake_sequence_resume_value]
+    requires = [
+        "sequence_nextval",
+        snowflake_sequence_check_block,
+        snowflake_sequence_resume_value,
+        snowflake_sequence_invalidate
+    ]
 );
 
 pub fn init() {

@@ -2,6 +2,7 @@
 //! ([`super::rewrite`]) calls in place of `nextval`, and the checks and
 //! values `sql/snowflake_sequences.sql` asks of the generator.
 
+use std::collections::HashMap;
 use std::ffi::CStr;
 
 use pgrx::pg_sys::{self, Oid};
@@ -10,7 +11,7 @@ use pgrx::PgLogLevel;
 
 use super::registry;
 use crate::pg::error::{self, Raise};
-use crate::pg::{generate, settings, shmem};
+use crate::pg::{floor, generate, settings, shmem};
 use crate::snowflake::block::{BlockError, BlockPlan, Convention};
 
 pgrx::extension_sql!(
@@ -19,7 +20,19 @@ pgrx::extension_sql!(
      LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_nextval';\n\
      CREATE FUNCTION snowflake_sequence_nextval_identity(seq regclass) RETURNS bigint\n\
      STRICT VOLATILE PARALLEL UNSAFE\n\
-     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_nextval_identity';\n",
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_nextval_identity';\n\
+     CREATE FUNCTION snowflake_sequence_currval(seq regclass) RETURNS bigint\n\
+     STRICT VOLATILE PARALLEL UNSAFE\n\
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_currval';\n\
+     CREATE FUNCTION snowflake_sequence_lastval() RETURNS bigint\n\
+     VOLATILE PARALLEL UNSAFE\n\
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_lastval';\n\
+     CREATE FUNCTION snowflake_sequence_setval(seq regclass, value bigint) RETURNS bigint\n\
+     STRICT VOLATILE PARALLEL UNSAFE\n\
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_setval';\n\
+     CREATE FUNCTION snowflake_sequence_setval(seq regclass, value bigint, is_called boolean) RETURNS bigint\n\
+     STRICT VOLATILE PARALLEL UNSAFE\n\
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_setval';\n",
     name = "sequence_nextval"
 );
 
@@ -58,10 +71,27 @@ pub extern "C" fn pg_finfo_snowflake_sequence_nextval_identity() -> &'static pg_
     &V1
 }
 
+/// What this session's calls handed out, for currval and lastval: per
+/// sequence, and the last call through these functions (`true` when it was
+/// a registered sequence's).
+// SAFETY (for both): a backend runs one thread.
+static mut CURRENT: Option<HashMap<Oid, i64>> = None;
+static mut LAST: Option<(Oid, i64, bool)> = None;
+
+fn remember(seq: Oid, value: i64, registered: bool) {
+    // SAFETY: see the statics.
+    unsafe {
+        (*std::ptr::addr_of_mut!(CURRENT)).get_or_insert_with(HashMap::new).insert(seq, value);
+        LAST = Some((seq, value, registered));
+    }
+}
+
 fn next_value(seq: Oid, check_permissions: bool) -> i64 {
     let Some((entry, _)) = registry::lookup(seq) else {
         // SAFETY: native nextval, with its own checks and errors.
-        return unsafe { pg_sys::nextval_internal(seq, check_permissions) };
+        let value = unsafe { pg_sys::nextval_internal(seq, check_permissions) };
+        remember(seq, value, false);
+        return value;
     };
     check_like_nextval(seq, check_permissions);
     let config = settings::config();
@@ -70,30 +100,161 @@ fn next_value(seq: Oid, check_permissions: bool) -> i64 {
         .unwrap_or_else(|e| refuse_block(Some(seq), entry.increment, e));
     let mut block = generate::reserve_run(plan.run());
     let first = block.next().expect("a run holds at least one ID");
-    plan.value(first)
+    let value = plan.value(first);
+    remember(seq, value, true);
+    value
+}
+
+/// `currval(seq)`: the value this session's last nextval of a registered
+/// sequence returned, with native currval's privilege check and error;
+/// native currval for a sequence not registered.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_sequence_currval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL's fcinfo, one regclass argument, STRICT.
+    let seq = unsafe { pgrx::fcinfo::pg_getarg::<Oid>(fcinfo, 0) }.unwrap_or(pg_sys::InvalidOid);
+    if registry::lookup(seq).is_none() {
+        // SAFETY: native currval, with the call's own argument.
+        return unsafe { pg_sys::OidFunctionCall1Coll(pg_sys::F_CURRVAL.into(), pg_sys::InvalidOid, seq.into()) };
+    }
+    check_privilege(seq, pg_sys::ACL_SELECT | pg_sys::ACL_USAGE);
+    // SAFETY: see the statics.
+    let value = unsafe { (*std::ptr::addr_of!(CURRENT)).as_ref().and_then(|c| c.get(&seq).copied()) };
+    match value {
+        Some(v) => pg_sys::Datum::from(v),
+        None => error::new(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("currval of sequence \"{}\" is not yet defined in this session", rel_name(seq)),
+        )
+        .raise(PgLogLevel::ERROR),
+    }
+}
+
+/// `lastval()`: the value of this session's last nextval that went through
+/// these functions when it was a registered sequence's, else native lastval.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_sequence_lastval(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: see the statics.
+    if let Some((seq, value, true)) = unsafe { LAST } {
+        if registry::lookup(seq).is_some() {
+            check_privilege(seq, pg_sys::ACL_SELECT | pg_sys::ACL_USAGE);
+            return pg_sys::Datum::from(value);
+        }
+    }
+    // SAFETY: native lastval, which takes no arguments.
+    unsafe { pg_sys::OidFunctionCall0Coll(pg_sys::F_LASTVAL.into(), pg_sys::InvalidOid) }
+}
+
+/// `setval(seq, value [, is_called])` of a registered sequence: never moves
+/// the generator back; a value above the IDs this server handed out raises
+/// its floor (as `snowflake_raise_floor`), so the next ID lies above it. The
+/// sequence itself keeps its fence (a restore's SEQUENCE SET puts it back).
+/// Native setval for a sequence not registered.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL's fcinfo: regclass, bigint and maybe boolean, STRICT.
+    let (seq, value, three) = unsafe {
+        (
+            pgrx::fcinfo::pg_getarg::<Oid>(fcinfo, 0).unwrap_or(pg_sys::InvalidOid),
+            pgrx::fcinfo::pg_getarg::<i64>(fcinfo, 1).unwrap_or(0),
+            (*fcinfo).nargs >= 3,
+        )
+    };
+    // SAFETY: as above.
+    let is_called = !three || unsafe { pgrx::fcinfo::pg_getarg::<bool>(fcinfo, 2) }.unwrap_or(true);
+    if registry::lookup(seq).is_none() {
+        // SAFETY: native setval with the call's own arguments.
+        return unsafe {
+            if three {
+                pg_sys::OidFunctionCall3Coll(
+                    pg_sys::F_SETVAL_REGCLASS_INT8_BOOL.into(),
+                    pg_sys::InvalidOid,
+                    seq.into(),
+                    value.into(),
+                    is_called.into(),
+                )
+            } else {
+                pg_sys::OidFunctionCall2Coll(
+                    pg_sys::F_SETVAL_REGCLASS_INT8.into(),
+                    pg_sys::InvalidOid,
+                    seq.into(),
+                    value.into(),
+                )
+            }
+        };
+    }
+    check_privilege(seq, pg_sys::ACL_UPDATE);
+    // SAFETY: PostgreSQL's own checks, raising their ERRORs.
+    unsafe {
+        if pg_sys::get_rel_persistence(seq) != pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
+            pg_sys::PreventCommandIfReadOnly(c"setval()".as_ptr());
+        }
+        pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
+    }
+    if value >= snowflake_sequence_resume_value() {
+        floor::raise_to(value);
+    }
+    keep_fence(seq);
+    if is_called {
+        remember(seq, value, true);
+    }
+    pg_sys::Datum::from(value)
+}
+
+/// Sets the sequence's own value at its MAXVALUE, called: native nextval
+/// fails there. Registration leaves it so; a restore's SEQUENCE SET, which
+/// meets the registry restored before it, would otherwise not.
+fn keep_fence(seq: Oid) {
+    let max =
+        Spi::get_one_with_args::<i64>("SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = $1", &[seq.into()])
+            .ok()
+            .flatten();
+    if let Some(max) = max {
+        // SAFETY: native setval of the sequence's own MAXVALUE, which it accepts.
+        unsafe {
+            pg_sys::OidFunctionCall3Coll(
+                pg_sys::F_SETVAL_REGCLASS_INT8_BOOL.into(),
+                pg_sys::InvalidOid,
+                seq.into(),
+                max.into(),
+                true.into(),
+            )
+        };
+    }
+}
+
+fn check_privilege(seq: Oid, mode: u32) {
+    // SAFETY: a catalog lookup.
+    let granted = unsafe { pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), mode.into()) };
+    if granted != pg_sys::AclResult::ACLCHECK_OK {
+        error::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("permission denied for sequence {}", rel_name(seq)),
+        )
+        .raise(PgLogLevel::ERROR);
+    }
+}
+
+fn rel_name(seq: Oid) -> String {
+    // SAFETY: a catalog lookup; NULL for a relation that is gone.
+    let name = unsafe { pg_sys::get_rel_name(seq) };
+    if name.is_null() {
+        seq.to_u32().to_string()
+    } else {
+        // SAFETY: a palloc'd C string.
+        unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    }
 }
 
 /// The checks native nextval makes before it hands out a value, with its errors.
 fn check_like_nextval(seq: Oid, check_permissions: bool) {
-    // SAFETY: plain catalog lookups and PostgreSQL's own checks, which raise
-    // their ERRORs through pgrx's guard.
+    if check_permissions {
+        check_privilege(seq, pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE);
+    }
+    // SAFETY: PostgreSQL's own checks, which raise their ERRORs through pgrx's guard.
     unsafe {
-        if check_permissions
-            && pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE).into())
-                != pg_sys::AclResult::ACLCHECK_OK
-        {
-            let name = pg_sys::get_rel_name(seq);
-            let name = if name.is_null() {
-                seq.to_u32().to_string()
-            } else {
-                CStr::from_ptr(name).to_string_lossy().into_owned()
-            };
-            error::new(
-                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                format!("permission denied for sequence {name}"),
-            )
-            .raise(PgLogLevel::ERROR);
-        }
         if pg_sys::get_rel_persistence(seq) != pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
             pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
         }
@@ -112,16 +273,7 @@ fn refuse_block(seq: Option<Oid>, increment: i64, e: BlockError) -> ! {
             "Use INCREMENT BY 1, or a layout whose sequence field holds the lowest bits.".to_string()
         }
     };
-    let name = seq.map(|s| {
-        // SAFETY: a catalog lookup; NULL for a sequence that is gone.
-        let n = unsafe { pg_sys::get_rel_name(s) };
-        if n.is_null() {
-            s.to_u32().to_string()
-        } else {
-            unsafe { CStr::from_ptr(n) }.to_string_lossy().into_owned()
-        }
-    });
-    let message = match name {
+    let message = match seq.map(rel_name) {
         Some(n) => format!("sequence \"{n}\" cannot hand out snowflake IDs: {e}"),
         None => format!("a sequence that increments by {increment} cannot hand out snowflake IDs: {e}"),
     };
@@ -170,4 +322,43 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_changed(fcinfo: pg_s
 pub extern "C" fn pg_finfo_snowflake_sequence_registry_changed() -> &'static pg_sys::Pg_finfo_record {
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
+}
+
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_sequence_currval() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_sequence_lastval() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_sequence_setval() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// Makes every backend plan again what uses `seq` or the table whose column
+/// it feeds (the registry's row trigger calls it): a plan cached before a
+/// registration holds an identity default that names no sequence, only its table.
+#[pg_extern(volatile, parallel_unsafe)]
+pub fn snowflake_sequence_invalidate(seq: Oid) {
+    // SAFETY: catalog lookups; the relcache invalidations are queued for
+    // this transaction's end, and only for relations that exist.
+    unsafe {
+        if pg_sys::get_rel_relkind(seq) == 0 {
+            return;
+        }
+        pg_sys::CacheInvalidateRelcacheByRelid(seq);
+        for deptype in [pg_sys::DependencyType::DEPENDENCY_AUTO, pg_sys::DependencyType::DEPENDENCY_INTERNAL] {
+            let (mut table, mut column) = (pg_sys::InvalidOid, 0);
+            if pg_sys::sequenceIsOwned(seq, deptype as std::ffi::c_char, &mut table, &mut column) {
+                pg_sys::CacheInvalidateRelcacheByRelid(table);
+            }
+        }
+    }
 }

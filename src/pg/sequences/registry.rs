@@ -27,14 +27,28 @@ pub struct Entry {
     pub increment: i64,
 }
 
-/// The functions registered sequences are served by.
-#[derive(Clone, Copy, Debug)]
+/// The functions registered sequences are served by, each in place of a
+/// native one (the planner hook swaps them in, [`super::rewrite`]).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Functions {
     /// `snowflake_sequence_nextval(regclass)`, checked like nextval.
     pub nextval: Oid,
     /// `snowflake_sequence_nextval_identity(regclass)`: an identity column's
     /// default, which needs no privilege on the sequence.
     pub nextval_identity: Oid,
+    pub currval: Oid,
+    pub lastval: Oid,
+    /// `setval(regclass, bigint)` and `setval(regclass, bigint, boolean)`.
+    pub setval: Oid,
+    pub setval3: Oid,
+}
+
+impl Functions {
+    fn complete(&self) -> bool {
+        [self.nextval, self.nextval_identity, self.currval, self.lastval, self.setval, self.setval3]
+            .iter()
+            .all(|f| *f != pg_sys::InvalidOid)
+    }
 }
 
 struct Registry {
@@ -123,11 +137,7 @@ fn load() -> Registry {
         let mut registry = Registry { installed: None, entries: HashMap::new() };
         let found = client
             .select(
-                "SELECT n.nspname::text, c.oid, \
-                        (SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid \
-                          AND p.proname = 'snowflake_sequence_nextval'), \
-                        (SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid \
-                          AND p.proname = 'snowflake_sequence_nextval_identity') \
+                "SELECT n.nspname::text, c.oid \
                  FROM pg_catalog.pg_extension e \
                  JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
                  JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = 'snowflake_sequence_registry' \
@@ -137,12 +147,40 @@ fn load() -> Registry {
             )
             .expect("the catalogs can be read");
         let Some(row) = found.into_iter().next() else { return registry };
-        let (Ok(Some(schema)), Ok(Some(table)), Ok(Some(nextval)), Ok(Some(nextval_identity))) =
-            (row.get::<String>(1), row.get::<Oid>(2), row.get::<Oid>(3), row.get::<Oid>(4))
-        else {
+        let (Ok(Some(schema)), Ok(Some(table))) = (row.get::<String>(1), row.get::<Oid>(2)) else {
             return registry;
         };
-        registry.installed = Some((table, Functions { nextval, nextval_identity }));
+        let mut functions = Functions::default();
+        let procs = client
+            .select(
+                "SELECT p.proname::text, p.pronargs::int, p.oid FROM pg_catalog.pg_proc p \
+                 WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_catalog.pg_class c WHERE c.oid = $1) \
+                   AND p.proname LIKE 'snowflake\\_sequence\\_%'",
+                None,
+                &[table.into()],
+            )
+            .expect("the catalogs can be read");
+        for p in procs {
+            let (Ok(Some(name)), Ok(Some(args)), Ok(Some(oid))) =
+                (p.get::<String>(1), p.get::<i32>(2), p.get::<Oid>(3))
+            else {
+                continue;
+            };
+            let slot = match (name.as_str(), args) {
+                ("snowflake_sequence_nextval", 1) => &mut functions.nextval,
+                ("snowflake_sequence_nextval_identity", 1) => &mut functions.nextval_identity,
+                ("snowflake_sequence_currval", 1) => &mut functions.currval,
+                ("snowflake_sequence_lastval", 0) => &mut functions.lastval,
+                ("snowflake_sequence_setval", 2) => &mut functions.setval,
+                ("snowflake_sequence_setval", 3) => &mut functions.setval3,
+                _ => continue,
+            };
+            *slot = oid;
+        }
+        if !functions.complete() {
+            return registry;
+        }
+        registry.installed = Some((table, functions));
         let rows = client
             .select(
                 &format!(

@@ -1,13 +1,14 @@
-//! The planner hook: before `standard_planner`, calls of native `nextval`
-//! and identity defaults (`NextValueExpr`) of registered sequences become
-//! calls of [`super::nextval`]'s functions.
+//! The planner hook: before `standard_planner`, calls of native `nextval`,
+//! `currval`, `setval` and `lastval` and identity defaults (`NextValueExpr`)
+//! of registered sequences become calls of [`super::nextval`]'s functions.
 //!
 //! The rewriter has filled in column defaults by then, so one place covers
 //! explicit calls, serial and identity defaults, multi-row VALUES, INSERT ...
 //! SELECT, RETURNING, CTEs, sublinks, rules and views, PREPARE and protocol
 //! prepared statements, and PL/pgSQL (all of it goes through the planner).
-//! A `nextval` whose argument is no constant is sent to the same function,
-//! which decides at run time (native nextval for a sequence not registered).
+//! A call whose argument is no constant, and `lastval()`, are sent to our
+//! function too, which decides at run time (the native one for a sequence
+//! not registered).
 //!
 //! The planner scribbles on the Query it is given (callers pass a copy), but
 //! an identity default is a node of another type than the call that
@@ -82,8 +83,10 @@ unsafe fn call_previous(
 /// What to put in place of a native call or default, if anything.
 #[derive(Clone, Copy)]
 enum Swap {
-    /// A nextval call, served by our function (which checks like nextval).
-    NextVal(Functions),
+    /// A call of a native sequence function, served by ours instead (which
+    /// checks as the native one does, and calls it for a sequence not
+    /// registered): nextval, currval, setval, lastval.
+    Call(Oid),
     /// An identity default of a registered sequence.
     Identity(Functions, Oid),
 }
@@ -96,18 +99,24 @@ unsafe fn swap_for(node: *mut Node) -> Option<Swap> {
         match (*node).type_ {
             NodeTag::T_FuncExpr => {
                 let f = node.cast::<pg_sys::FuncExpr>();
-                if (*f).funcid != Oid::from(pg_sys::F_NEXTVAL) {
-                    return None;
-                }
+                let ours: fn(&Functions) -> Oid = match (*f).funcid.to_u32() {
+                    pg_sys::F_NEXTVAL => |f| f.nextval,
+                    pg_sys::F_CURRVAL => |f| f.currval,
+                    pg_sys::F_SETVAL_REGCLASS_INT8 => |f| f.setval,
+                    pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => |f| f.setval3,
+                    // The session's last value may be a registered sequence's.
+                    pg_sys::F_LASTVAL => return registry::functions().map(|f| Swap::Call(f.lastval)),
+                    _ => return None,
+                };
                 let args = (*f).args;
                 if args.is_null() || (*args).length < 1 {
                     return None;
                 }
                 let arg = (*(*args).elements).ptr_value.cast::<Node>();
                 match const_oid(arg) {
-                    Some(seq) => registry::lookup(seq).map(|(_, functions)| Swap::NextVal(functions)),
+                    Some(seq) => registry::lookup(seq).map(|(_, functions)| Swap::Call(ours(&functions))),
                     // Decided at run time.
-                    None => registry::functions().map(Swap::NextVal),
+                    None => registry::functions().map(|functions| Swap::Call(ours(&functions))),
                 }
             }
             NodeTag::T_NextValueExpr => {
@@ -207,8 +216,8 @@ unsafe extern "C-unwind" fn replaces(node: *mut Node, _context: *mut c_void) -> 
             .cast();
         }
         let copy = tree::expression_mutator(node, replaces);
-        if let Some(Swap::NextVal(functions)) = swap {
-            (*copy.cast::<pg_sys::FuncExpr>()).funcid = functions.nextval;
+        if let Some(Swap::Call(function)) = swap {
+            (*copy.cast::<pg_sys::FuncExpr>()).funcid = function;
         }
         copy
     }

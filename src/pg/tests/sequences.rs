@@ -132,4 +132,66 @@ mod tests {
         assert_error("SELECT snowflake_sequence_register('seq_mode', 'pooled')", "22023", "unknown block mode");
         assert_pg_error("SELECT snowflake_sequence_register('pg_class')", "42809", "is not a sequence");
     }
+
+    #[pg_test]
+    fn currval_lastval_and_setval_follow_the_registered_sequence() {
+        Spi::run("CREATE SEQUENCE seq_vals; CREATE SEQUENCE seq_plain; SELECT snowflake_sequence_register('seq_vals')")
+            .unwrap();
+        assert_pg_error("SELECT currval('seq_vals')", "55000", "not yet defined in this session");
+        let v = one::<i64>("SELECT nextval('seq_vals')");
+        assert_eq!(one::<i64>("SELECT currval('seq_vals')"), v);
+        assert_eq!(one::<i64>("SELECT lastval()"), v);
+        // A native sequence's nextval after it: lastval is the native one's.
+        let p = one::<i64>("SELECT nextval(s::regclass) FROM (VALUES ('seq_plain')) v(s)");
+        assert_eq!(one::<i64>("SELECT lastval()"), p);
+        // setval never moves the generator back...
+        assert_eq!(one::<i64>("SELECT setval('seq_vals', 5)"), 5);
+        let after_low = one::<i64>("SELECT nextval('seq_vals')");
+        assert!(after_low > v && ours(after_low));
+        // ...and a forward one raises the floor: the next ID lies above it.
+        let ahead = one::<i64>("SELECT snowflake_from_timestamp(clock_timestamp() + interval '2 seconds')");
+        assert_eq!(one::<i64>(&format!("SELECT setval('seq_vals', {ahead}, true)")), ahead);
+        assert_eq!(one::<i64>("SELECT currval('seq_vals')"), ahead);
+        assert!(one::<i64>("SELECT nextval('seq_vals')") > ahead);
+        // The fence holds after any setval: the sequence's own value is its MAXVALUE.
+        let (last, max) =
+            Spi::get_two::<i64, i64>("SELECT last_value, max_value FROM pg_sequences WHERE sequencename = 'seq_vals'")
+                .unwrap();
+        assert_eq!(last, max);
+    }
+
+    #[pg_test]
+    fn a_plan_cached_before_registration_is_made_again() {
+        Spi::run(
+            "CREATE TABLE seq_cached (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v int);
+             SET LOCAL plan_cache_mode = force_generic_plan;
+             PREPARE seq_cached_ins(int) AS INSERT INTO seq_cached (v) VALUES ($1) RETURNING id;",
+        )
+        .unwrap();
+        let native = one::<i64>("EXECUTE seq_cached_ins(1)");
+        assert_eq!(native, 1);
+        Spi::run("SELECT snowflake_sequence_register(pg_get_serial_sequence('seq_cached', 'id'))").unwrap();
+        let id = one::<i64>("EXECUTE seq_cached_ins(2)");
+        Spi::run("DEALLOCATE seq_cached_ins").unwrap();
+        assert!(ours(id), "{id}");
+    }
+
+    #[pg_test]
+    fn privileges_and_read_only_transactions_get_native_errors() {
+        Spi::run(
+            "CREATE SEQUENCE seq_private; SELECT snowflake_sequence_register('seq_private');
+             CREATE ROLE seq_outsider;",
+        )
+        .unwrap();
+        Spi::run("SET LOCAL ROLE seq_outsider").unwrap();
+        assert_pg_error("SELECT nextval('seq_private')", "42501", "permission denied for sequence seq_private");
+        assert_pg_error("SELECT setval('seq_private', 1)", "42501", "permission denied for sequence seq_private");
+        assert_pg_error("SELECT snowflake_sequence_unregister('seq_private')", "42501", "must be owner of sequence");
+        Spi::run("RESET ROLE; SET LOCAL transaction_read_only = on").unwrap();
+        assert_pg_error(
+            "SELECT nextval('seq_private')",
+            "25006",
+            "cannot execute nextval() in a read-only transaction",
+        );
+    }
 }
