@@ -35,7 +35,9 @@ AS $$
 DECLARE
     seq regclass := CASE WHEN TG_OP = 'DELETE' THEN OLD.seq ELSE NEW.seq END;
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seq AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
+    -- A row of a sequence that is gone (dropped) may go by anyone.
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = seq AND NOT pg_has_role(current_user, c.relowner, 'USAGE'))
+       OR (TG_OP <> 'DELETE' AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seq)) THEN
         RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
     END IF;
     PERFORM @extschema@.snowflake_sequence_invalidate(seq);
@@ -46,6 +48,21 @@ CREATE TRIGGER snowflake_sequence_registry_owner_check
     BEFORE INSERT OR UPDATE OR DELETE ON snowflake_sequence_registry
     FOR EACH ROW EXECUTE FUNCTION snowflake_sequence_registry_owner_check();
 GRANT INSERT, UPDATE, DELETE ON snowflake_sequence_registry TO PUBLIC;
+
+-- A dropped sequence (DROP SEQUENCE, or DROP TABLE of the table it feeds)
+-- leaves the registry, so that a dump never names a relation that is gone.
+CREATE FUNCTION snowflake_sequence_dropped() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @extschema@.snowflake_sequence_registry r
+    WHERE r.seq::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
+                         WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'sequence');
+END
+$$;
+CREATE EVENT TRIGGER snowflake_sequence_dropped ON sql_drop
+    WHEN TAG IN ('DROP SEQUENCE', 'DROP TABLE', 'DROP SCHEMA', 'DROP OWNED', 'ALTER TABLE')
+    EXECUTE FUNCTION snowflake_sequence_dropped();
 
 CREATE FUNCTION snowflake_sequence_register(seq regclass, block_mode text DEFAULT 'either') RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE

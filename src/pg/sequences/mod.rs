@@ -7,7 +7,8 @@
 //! - [`registry`]: which sequences are registered, cached per backend;
 //! - [`rewrite`]: the planner hook that puts our functions in place of
 //!   native nextval and identity defaults;
-//! - [`nextval`]: those functions, with native nextval's checks.
+//! - [`nextval`]: those functions, with native nextval's checks;
+//! - [`utility`]: the DDL that would open a registered sequence's fence is refused.
 //!
 //! Paths no hook reaches (trigger WHEN, CHECK, defaults a logical
 //! replication apply worker fills in) meet the fence registration sets, the
@@ -16,6 +17,7 @@
 mod nextval;
 mod registry;
 mod rewrite;
+mod utility;
 
 pgrx::extension_sql_file!(
     "../../../sql/snowflake_sequences.sql",
@@ -31,4 +33,5 @@ pgrx::extension_sql_file!(
 pub fn init() {
     registry::init();
     rewrite::init();
+    utility::init();
 }

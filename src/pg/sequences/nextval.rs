@@ -206,7 +206,7 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
 /// Sets the sequence's own value at its MAXVALUE, called: native nextval
 /// fails there. Registration leaves it so; a restore's SEQUENCE SET, which
 /// meets the registry restored before it, would otherwise not.
-fn keep_fence(seq: Oid) {
+pub(super) fn keep_fence(seq: Oid) {
     let max =
         Spi::get_one_with_args::<i64>("SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = $1", &[seq.into()])
             .ok()
@@ -237,7 +237,7 @@ fn check_privilege(seq: Oid, mode: u32) {
     }
 }
 
-fn rel_name(seq: Oid) -> String {
+pub(super) fn rel_name(seq: Oid) -> String {
     // SAFETY: a catalog lookup; NULL for a relation that is gone.
     let name = unsafe { pg_sys::get_rel_name(seq) };
     if name.is_null() {

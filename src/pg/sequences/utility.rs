@@ -1,0 +1,283 @@
+//! The utility hook: the DDL that would open a registered sequence's fence
+//! is refused, and a TRUNCATE that restarts it closes the fence again.
+//!
+//! The fence is the sequence's MAXVALUE at its current value, called, so
+//! that native nextval fails ([`super`]). `ALTER SEQUENCE ... RESTART`,
+//! `MAXVALUE`, `CYCLE` or `AS`, and the same through an identity column
+//! (`ALTER TABLE ... ALTER COLUMN ... RESTART | SET ...`, `DROP IDENTITY`),
+//! would let native values out; they are refused with a hint to unregister
+//! first. `TRUNCATE ... RESTART IDENTITY` resets owned sequences to their
+//! start, so it is let through and the fence set again after it.
+
+use std::ffi::{c_char, CStr};
+
+use pgrx::pg_sys::{self, NodeTag, Oid};
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
+
+use super::{nextval, registry};
+use crate::pg::error::{self, Raise};
+
+static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
+
+/// Options of ALTER SEQUENCE that would open the fence.
+const FENCE_OPTIONS: [&str; 4] = ["restart", "maxvalue", "cycle", "as"];
+
+pub fn init() {
+    // SAFETY: hooks are chained from _PG_init, in the postmaster, once.
+    unsafe {
+        PREVIOUS = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(process_utility);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[pg_guard]
+unsafe extern "C-unwind" fn process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    // SAFETY: the statement PostgreSQL is about to run.
+    let statement = unsafe { (*pstmt).utilityStmt };
+    let mut refence = Vec::new();
+    if registry::any() {
+        // SAFETY: as above; the tags say which struct the node is.
+        unsafe {
+            match (*statement).type_ {
+                NodeTag::T_AlterSeqStmt => check_alter_sequence(statement.cast()),
+                NodeTag::T_AlterTableStmt => check_alter_table(statement.cast()),
+                NodeTag::T_TruncateStmt => refence = restarted_sequences(statement.cast()),
+                _ => {}
+            }
+        }
+    }
+    // SAFETY: the next hook in the chain, or PostgreSQL's, with its own arguments.
+    unsafe {
+        match PREVIOUS {
+            Some(previous) => {
+                call_previous(previous, (pstmt, query_string, read_only_tree, context, params, query_env, dest, qc))
+            }
+            None => pg_sys::standard_ProcessUtility(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+        }
+    }
+    for seq in refence {
+        nextval::keep_fence(seq);
+    }
+}
+
+type Arguments = (
+    *mut pg_sys::PlannedStmt,
+    *const c_char,
+    bool,
+    pg_sys::ProcessUtilityContext::Type,
+    pg_sys::ParamListInfo,
+    *mut pg_sys::QueryEnvironment,
+    *mut pg_sys::DestReceiver,
+    *mut pg_sys::QueryCompletion,
+);
+
+/// Calls the utility hook another library installed before ours. Its type
+/// says it may unwind, as pgrx types every hook; an ERROR it raises is
+/// caught by pgrx's boundary and rethrown as a Rust panic.
+///
+/// # Safety
+/// `previous` is the hook saved in `init`, called with PostgreSQL's arguments.
+#[allow(ffi_unwind_calls)]
+unsafe fn call_previous(
+    previous: unsafe extern "C-unwind" fn(
+        *mut pg_sys::PlannedStmt,
+        *const c_char,
+        bool,
+        pg_sys::ProcessUtilityContext::Type,
+        pg_sys::ParamListInfo,
+        *mut pg_sys::QueryEnvironment,
+        *mut pg_sys::DestReceiver,
+        *mut pg_sys::QueryCompletion,
+    ),
+    (a, b, c, d, e, f, g, h): Arguments,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| previous(a, b, c, d, e, f, g, h)) }
+}
+
+/// The DefElems of a list, by name.
+///
+/// # Safety
+/// `list` is NULL or a List of DefElem.
+unsafe fn option_names(list: *mut pg_sys::List) -> Vec<String> {
+    let mut names = Vec::new();
+    // SAFETY: the caller's contract.
+    unsafe {
+        if list.is_null() {
+            return names;
+        }
+        for i in 0..(*list).length as usize {
+            let d = (*(*list).elements.add(i)).ptr_value.cast::<pg_sys::DefElem>();
+            if !d.is_null() && (*d).type_ == NodeTag::T_DefElem && !(*d).defname.is_null() {
+                names.push(CStr::from_ptr((*d).defname).to_string_lossy().into_owned());
+            }
+        }
+    }
+    names
+}
+
+/// # Safety
+/// `stmt` is an AlterSeqStmt.
+unsafe fn check_alter_sequence(stmt: *mut pg_sys::AlterSeqStmt) {
+    // SAFETY: the caller's contract; a name lookup that takes no lock.
+    let seq = unsafe {
+        pg_sys::RangeVarGetRelidExtended(
+            (*stmt).sequence,
+            pg_sys::NoLock as _,
+            pg_sys::RVROption::RVR_MISSING_OK,
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    // SAFETY: as above.
+    let options = unsafe { option_names((*stmt).options) };
+    refuse_opening(seq, &options, "ALTER SEQUENCE");
+}
+
+/// # Safety
+/// `stmt` is an AlterTableStmt.
+unsafe fn check_alter_table(stmt: *mut pg_sys::AlterTableStmt) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let table = pg_sys::RangeVarGetRelidExtended(
+            (*stmt).relation,
+            pg_sys::NoLock as _,
+            pg_sys::RVROption::RVR_MISSING_OK,
+            None,
+            std::ptr::null_mut(),
+        );
+        let cmds = (*stmt).cmds;
+        if table == pg_sys::InvalidOid || cmds.is_null() {
+            return;
+        }
+        for i in 0..(*cmds).length as usize {
+            let cmd = (*(*cmds).elements.add(i)).ptr_value.cast::<pg_sys::AlterTableCmd>();
+            let subtype = (*cmd).subtype;
+            let options = match subtype {
+                pg_sys::AlterTableType::AT_SetIdentity => option_names((*cmd).def.cast()),
+                pg_sys::AlterTableType::AT_DropIdentity => vec!["drop identity".to_string()],
+                _ => continue,
+            };
+            if (*cmd).name.is_null() {
+                continue;
+            }
+            let column = pg_sys::get_attnum(table, (*cmd).name);
+            if column <= 0 {
+                continue;
+            }
+            let seq = identity_sequence(table, column);
+            refuse_opening(seq, &options, "ALTER TABLE");
+        }
+    }
+}
+
+/// The identity sequence of a column, if any.
+///
+/// # Safety
+/// `table` is a relation's OID.
+unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
+    // SAFETY: the caller's contract; catalog lookups.
+    unsafe {
+        let owned = pg_sys::getOwnedSequences(table);
+        if owned.is_null() {
+            return pg_sys::InvalidOid;
+        }
+        for i in 0..(*owned).length as usize {
+            let seq = (*(*owned).elements.add(i)).oid_value;
+            let (mut t, mut c) = (pg_sys::InvalidOid, 0);
+            let internal = pg_sys::DependencyType::DEPENDENCY_INTERNAL as c_char;
+            if pg_sys::sequenceIsOwned(seq, internal, &mut t, &mut c) && c == i32::from(column) {
+                return seq;
+            }
+        }
+    }
+    pg_sys::InvalidOid
+}
+
+fn refuse_opening(seq: Oid, options: &[String], command: &str) {
+    if seq == pg_sys::InvalidOid || registry::lookup(seq).is_none() {
+        return;
+    }
+    let Some(option) = options.iter().find(|o| FENCE_OPTIONS.contains(&o.as_str()) || *o == "drop identity") else {
+        return;
+    };
+    let name = nextval::rel_name(seq);
+    error::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("cannot {} sequence \"{name}\" while it is registered with snowflake_id", describe(option)),
+    )
+    .set_detail(format!(
+        "{command} with {} would let the sequence hand out its own small values again.",
+        option.to_uppercase()
+    ))
+    .set_hint(format!("Unregister it first: SELECT snowflake_sequence_unregister('{name}');"))
+    .raise(PgLogLevel::ERROR);
+}
+
+fn describe(option: &str) -> &'static str {
+    match option {
+        "restart" => "restart",
+        "drop identity" => "drop the identity of",
+        "as" => "change the type of",
+        _ => "change the limits of",
+    }
+}
+
+/// The registered sequences a `TRUNCATE ... RESTART IDENTITY` resets.
+///
+/// # Safety
+/// `stmt` is a TruncateStmt.
+unsafe fn restarted_sequences(stmt: *mut pg_sys::TruncateStmt) -> Vec<Oid> {
+    let mut found = Vec::new();
+    // SAFETY: the caller's contract.
+    unsafe {
+        let relations = (*stmt).relations;
+        if !(*stmt).restart_seqs || relations.is_null() {
+            return found;
+        }
+        for i in 0..(*relations).length as usize {
+            let rv = (*(*relations).elements.add(i)).ptr_value.cast::<pg_sys::RangeVar>();
+            let table = pg_sys::RangeVarGetRelidExtended(
+                rv,
+                pg_sys::NoLock as _,
+                pg_sys::RVROption::RVR_MISSING_OK,
+                None,
+                std::ptr::null_mut(),
+            );
+            if table == pg_sys::InvalidOid {
+                continue;
+            }
+            let owned = pg_sys::getOwnedSequences(table);
+            if owned.is_null() {
+                continue;
+            }
+            for j in 0..(*owned).length as usize {
+                let seq = (*(*owned).elements.add(j)).oid_value;
+                if registry::lookup(seq).is_some() {
+                    found.push(seq);
+                }
+            }
+        }
+    }
+    found
+}
