@@ -5,6 +5,7 @@
 //! [`crate::snowflake::block`]).
 //!
 //! - [`registry`]: which sequences are registered, cached per backend;
+//! - [`inline`]: SQL functions that call sequence functions are not inlined;
 //! - [`rewrite`]: the planner hook that puts our functions in place of
 //!   native nextval and identity defaults;
 //! - [`nextval`]: those functions, with native nextval's checks;
@@ -14,6 +15,7 @@
 //! replication apply worker fills in) meet the fence registration sets, the
 //! sequence's MAXVALUE at its current value: an error, never a small number.
 
+mod inline;
 mod nextval;
 mod registry;
 mod rewrite;
@@ -32,6 +34,7 @@ pgrx::extension_sql_file!(
 
 pub fn init() {
     registry::init();
+    inline::init();
     rewrite::init();
     utility::init();
 }

@@ -60,6 +60,8 @@ struct Registry {
 // SAFETY (for the statics below): a backend runs one thread; the relcache
 // callback runs in it too, between statements or at CommandCounterIncrement.
 static mut CACHE: Option<Registry> = None;
+/// How many times the cache was read: what was found with an older one is stale.
+static mut GENERATION: u64 = 0;
 /// Set while the cache is read: the reading queries are planned too, and
 /// must not ask for it again.
 static mut LOADING: bool = false;
@@ -99,6 +101,16 @@ pub fn lookup(seq: Oid) -> Option<(Entry, Functions)> {
     with(|r| Some((*r.entries.get(&seq)?, r.installed?.1))).flatten()
 }
 
+/// The cache's generation when it is loaded and holds a registered
+/// sequence; never reads it (for hooks that run where no query may run).
+pub fn loaded_with_entries() -> Option<u64> {
+    // SAFETY: see the statics.
+    unsafe {
+        let loaded = (*std::ptr::addr_of!(CACHE)).as_ref()?;
+        (!LOADING && !loaded.entries.is_empty()).then_some(GENERATION)
+    }
+}
+
 /// The functions that serve registered sequences, where any is registered.
 pub fn functions() -> Option<Functions> {
     with(|r| if r.entries.is_empty() { None } else { r.installed.map(|(_, f)| f) }).flatten()
@@ -116,6 +128,7 @@ fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
             LOADING = false;
             let loaded = loaded.unwrap_or_else(|e| std::panic::resume_unwind(e));
             CACHE = Some(loaded);
+            GENERATION += 1;
         }
         (*std::ptr::addr_of!(CACHE)).as_ref().map(f)
     }

@@ -236,4 +236,21 @@ mod tests {
         );
         assert_eq!(left, 0);
     }
+
+    #[pg_test]
+    fn sql_functions_the_planner_would_inline_call_the_registered_sequence() {
+        Spi::run(
+            "CREATE SEQUENCE seq_fn;
+             SELECT snowflake_sequence_register('seq_fn');
+             CREATE FUNCTION seq_fn_next() RETURNS bigint LANGUAGE sql AS $$ SELECT nextval('seq_fn') $$;
+             CREATE FUNCTION seq_fn_atomic() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT nextval('seq_fn'); END;
+             CREATE FUNCTION seq_fn_rows(n int) RETURNS SETOF bigint LANGUAGE sql
+                 AS $$ SELECT nextval('seq_fn') FROM generate_series(1, n) $$;",
+        )
+        .unwrap();
+        assert!(ours(one::<i64>("SELECT seq_fn_next()")));
+        assert!(ours(one::<i64>("SELECT seq_fn_atomic()")));
+        assert_eq!(all_ours("SELECT seq_fn_next() FROM generate_series(1, 20)"), (20, 20, true));
+        assert_eq!(all_ours("SELECT * FROM seq_fn_rows(20)"), (20, 20, true));
+    }
 }

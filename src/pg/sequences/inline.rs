@@ -1,0 +1,121 @@
+//! SQL functions that call sequence functions are not inlined while
+//! sequences are registered.
+//!
+//! The planner inlines a simple `LANGUAGE sql` function (or a `BEGIN ATOMIC`
+//! one) inside `standard_planner`, after our planner hook has looked at the
+//! query: a `nextval` in its body would reach the plan unseen. PostgreSQL
+//! does not inline a function that `needs_fmgr_hook` claims, so this hook
+//! claims every SQL function whose body names nextval, currval, setval or
+//! lastval; it then runs as a function, whose statements go through the
+//! planner and our hook. Only the cache the planner hook loaded is asked:
+//! this hook also runs where no query may be run (a relcache build).
+
+use std::collections::HashMap;
+
+use pgrx::pg_sys::{self, Oid};
+use pgrx::prelude::*;
+
+use super::registry;
+
+static mut PREVIOUS: pg_sys::needs_fmgr_hook_type = None;
+
+// SAFETY (for the statics): a backend runs one thread.
+/// Per function, whether its body names a sequence function, for the
+/// registry generation it was found in.
+static mut SEEN: Option<(u64, HashMap<Oid, bool>)> = None;
+
+pub fn init() {
+    // SAFETY: hooks are chained from _PG_init, in the postmaster, once; the
+    // syscache callback is registered there too.
+    unsafe {
+        PREVIOUS = pg_sys::needs_fmgr_hook;
+        pg_sys::needs_fmgr_hook = Some(needs_hook);
+        pg_sys::CacheRegisterSyscacheCallback(
+            pg_sys::SysCacheIdentifier::PROCOID as i32,
+            Some(function_changed),
+            pg_sys::Datum::from(0),
+        );
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn function_changed(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
+    // SAFETY: see the statics.
+    unsafe { SEEN = None };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn needs_hook(function: Oid) -> bool {
+    // SAFETY: the hook saved in init, called as PostgreSQL would.
+    if let Some(previous) = unsafe { PREVIOUS } {
+        if unsafe { call_previous(previous, function) } {
+            return true;
+        }
+    }
+    let Some(generation) = registry::loaded_with_entries() else { return false };
+    // SAFETY: see the statics.
+    let seen = unsafe { &mut *std::ptr::addr_of_mut!(SEEN) };
+    if seen.as_ref().is_none_or(|(g, _)| *g != generation) {
+        *seen = Some((generation, HashMap::new()));
+    }
+    let map = &mut seen.as_mut().expect("set above").1;
+    // SAFETY: a syscache lookup.
+    *map.entry(function).or_insert_with(|| unsafe { names_sequence_function(function) })
+}
+
+/// Calls the needs_fmgr_hook another library installed before ours.
+///
+/// # Safety
+/// `previous` is the hook saved in `init`.
+#[allow(ffi_unwind_calls)]
+unsafe fn call_previous(previous: unsafe extern "C-unwind" fn(Oid) -> bool, function: Oid) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| previous(function)) }
+}
+
+/// Whether `function` is an SQL function whose body names nextval, currval,
+/// setval or lastval (as text, or in a BEGIN ATOMIC body's node tree).
+///
+/// # Safety
+/// Called in a backend with catalog access.
+unsafe fn names_sequence_function(function: Oid) -> bool {
+    // SAFETY: a syscache lookup, released below.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as i32, function.into());
+        if tuple.is_null() {
+            return false;
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
+        let mut found = false;
+        if (*form).prolang == Oid::from(pg_sys::SQLlanguageId) {
+            for attribute in [pg_sys::Anum_pg_proc_prosrc, pg_sys::Anum_pg_proc_prosqlbody] {
+                let mut null = true;
+                let datum = pg_sys::SysCacheGetAttr(
+                    pg_sys::SysCacheIdentifier::PROCOID as i32,
+                    tuple,
+                    attribute as i16,
+                    &mut null,
+                );
+                if let Some(body) = String::from_datum(datum, null) {
+                    found |= mentions_sequence_function(&body);
+                }
+            }
+        }
+        pg_sys::ReleaseSysCache(tuple);
+        found
+    }
+}
+
+fn mentions_sequence_function(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    ["nextval", "currval", "setval", "lastval"].iter().any(|f| lower.contains(f))
+        || [
+            pg_sys::F_NEXTVAL,
+            pg_sys::F_CURRVAL,
+            pg_sys::F_SETVAL_REGCLASS_INT8,
+            pg_sys::F_SETVAL_REGCLASS_INT8_BOOL,
+            pg_sys::F_LASTVAL,
+        ]
+        .iter()
+        .any(|oid| lower.contains(&format!(":funcid {oid} ")))
+}
