@@ -9,6 +9,7 @@
 //! - [`rewrite`]: the planner hook that puts our functions in place of
 //!   native nextval and identity defaults;
 //! - [`nextval`]: those functions, with native nextval's checks;
+//! - [`parameters`]: EXECUTE's parameters call our functions;
 //! - [`utility`]: the DDL that would open a registered sequence's fence is refused.
 //!
 //! Paths no hook reaches (trigger WHEN, CHECK, defaults a logical
@@ -17,6 +18,7 @@
 
 mod inline;
 mod nextval;
+mod parameters;
 mod registry;
 mod rewrite;
 mod utility;

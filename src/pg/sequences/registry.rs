@@ -54,6 +54,8 @@ impl Functions {
 struct Registry {
     /// `None` where the extension (at a version with sequence mode) is not installed.
     installed: Option<(Oid, Functions)>,
+    /// The extension's schema.
+    schema: String,
     entries: HashMap<Oid, Entry>,
 }
 
@@ -111,6 +113,11 @@ pub fn loaded_with_entries() -> Option<u64> {
     }
 }
 
+/// The extension's schema, where any sequence is registered.
+pub fn schema() -> Option<String> {
+    with(|r| (!r.entries.is_empty() && r.installed.is_some()).then(|| r.schema.clone())).flatten()
+}
+
 /// The functions that serve registered sequences, where any is registered.
 pub fn functions() -> Option<Functions> {
     with(|r| if r.entries.is_empty() { None } else { r.installed.map(|(_, f)| f) }).flatten()
@@ -147,7 +154,7 @@ fn load() -> Registry {
         );
     }
     let registry = Spi::connect(|client| {
-        let mut registry = Registry { installed: None, entries: HashMap::new() };
+        let mut registry = Registry { installed: None, schema: String::new(), entries: HashMap::new() };
         let found = client
             .select(
                 "SELECT n.nspname::text, c.oid \
@@ -194,6 +201,7 @@ fn load() -> Registry {
             return registry;
         }
         registry.installed = Some((table, functions));
+        registry.schema = schema.clone();
         let rows = client
             .select(
                 &format!(

@@ -156,6 +156,21 @@ unsafe fn rewrite(parse: *mut Query) -> *mut Query {
     }
 }
 
+/// The same replacement for an expression the planner never sees: CALL's
+/// arguments, which PostgreSQL evaluates with expression_planner.
+///
+/// # Safety
+/// `node` is a valid expression tree.
+pub unsafe fn rewrite_expression(node: *mut Node) -> *mut Node {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !finds(node, std::ptr::null_mut()) {
+            return node;
+        }
+        replaces(node, std::ptr::null_mut())
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn finds(node: *mut Node, context: *mut c_void) -> bool {
     if node.is_null() {

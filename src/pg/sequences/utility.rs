@@ -8,6 +8,9 @@
 //! would let native values out; they are refused with a hint to unregister
 //! first. `TRUNCATE ... RESTART IDENTITY` resets owned sequences to their
 //! start, so it is let through and the fence set again after it.
+//!
+//! What PostgreSQL evaluates without the planner gets our functions here:
+//! CALL's arguments, and EXECUTE's parameters ([`super::parameters`]).
 
 use std::ffi::{c_char, CStr};
 
@@ -15,7 +18,7 @@ use pgrx::pg_sys::{self, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::{nextval, registry};
+use super::{nextval, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
@@ -43,16 +46,31 @@ unsafe extern "C-unwind" fn process_utility(
     dest: *mut pg_sys::DestReceiver,
     qc: *mut pg_sys::QueryCompletion,
 ) {
+    let mut pstmt = pstmt;
     // SAFETY: the statement PostgreSQL is about to run.
     let statement = unsafe { (*pstmt).utilityStmt };
     let mut refence = Vec::new();
     if registry::any() {
-        // SAFETY: as above; the tags say which struct the node is.
+        // SAFETY: as above; the tags say which struct the node is. A
+        // statement to change is copied first when the tree is read-only
+        // (a cached plan's), as standard_ProcessUtility does.
         unsafe {
             match (*statement).type_ {
                 NodeTag::T_AlterSeqStmt => check_alter_sequence(statement.cast()),
                 NodeTag::T_AlterTableStmt => check_alter_table(statement.cast()),
                 NodeTag::T_TruncateStmt => refence = restarted_sequences(statement.cast()),
+                NodeTag::T_CallStmt | NodeTag::T_ExecuteStmt => {
+                    if read_only_tree {
+                        pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
+                    }
+                    let statement = (*pstmt).utilityStmt;
+                    if (*statement).type_ == NodeTag::T_CallStmt {
+                        let call = statement.cast::<pg_sys::CallStmt>();
+                        (*call).funcexpr = rewrite::rewrite_expression((*call).funcexpr.cast()).cast();
+                    } else {
+                        parameters::rewrite((*statement.cast::<pg_sys::ExecuteStmt>()).params);
+                    }
+                }
                 _ => {}
             }
         }

@@ -253,4 +253,21 @@ mod tests {
         assert_eq!(all_ours("SELECT seq_fn_next() FROM generate_series(1, 20)"), (20, 20, true));
         assert_eq!(all_ours("SELECT * FROM seq_fn_rows(20)"), (20, 20, true));
     }
+
+    #[pg_test]
+    fn call_arguments_and_execute_parameters_call_the_registered_sequence() {
+        Spi::run(
+            "CREATE SEQUENCE seq_args;
+             SELECT snowflake_sequence_register('seq_args');
+             CREATE TABLE seq_args_got (id bigint);
+             CREATE PROCEDURE seq_args_keep(v bigint) LANGUAGE sql AS $$ INSERT INTO seq_args_got VALUES (v) $$;
+             CALL seq_args_keep(nextval('seq_args'));
+             PREPARE seq_args_q(bigint) AS INSERT INTO seq_args_got VALUES ($1);
+             EXECUTE seq_args_q(nextval('seq_args'));
+             EXECUTE seq_args_q(pg_catalog.nextval('seq_args'::text));
+             DEALLOCATE seq_args_q;",
+        )
+        .unwrap();
+        assert_eq!(all_ours("SELECT id FROM seq_args_got"), (3, 3, true));
+    }
 }

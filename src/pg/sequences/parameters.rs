@@ -1,0 +1,83 @@
+//! EXECUTE's parameters: raw expressions that PostgreSQL analyses and
+//! evaluates with expression_planner, never the planner. A call of nextval,
+//! currval, setval or lastval among them is renamed to our function of the
+//! same arguments, which serves a registered sequence and calls the native
+//! function for any other.
+
+use std::ffi::{c_void, CStr, CString};
+
+use pgrx::pg_sys::{self, Node, NodeTag};
+use pgrx::prelude::*;
+
+use super::registry;
+
+/// Renames the sequence function calls among `params`, in place (the
+/// caller owns the tree).
+///
+/// # Safety
+/// `params` is NULL or a List of raw expressions.
+pub unsafe fn rewrite(params: *mut pg_sys::List) {
+    let Some(schema) = registry::schema() else { return };
+    let Ok(schema) = CString::new(schema) else { return };
+    // SAFETY: the caller's contract.
+    unsafe {
+        if params.is_null() {
+            return;
+        }
+        for i in 0..(*params).length as usize {
+            let param = (*(*params).elements.add(i)).ptr_value.cast::<Node>();
+            rename(param, schema.as_ptr().cast_mut().cast());
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rename(node: *mut Node, schema: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: a raw expression tree; the walker visits every node of it.
+    unsafe {
+        if (*node).type_ == NodeTag::T_FuncCall {
+            let call = node.cast::<pg_sys::FuncCall>();
+            if let Some(ours) = ours_for((*call).funcname) {
+                let schema = pg_sys::makeString(pg_sys::pstrdup(schema.cast()));
+                let name = pg_sys::makeString(pg_sys::pstrdup(ours.as_ptr()));
+                (*call).funcname = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), schema.cast()), name.cast());
+            }
+        }
+        pg_sys::raw_expression_tree_walker(node, Some(rename), schema)
+    }
+}
+
+/// Our function for a call named nextval, currval, setval or lastval
+/// (alone or in pg_catalog).
+///
+/// # Safety
+/// `names` is a List of String nodes.
+unsafe fn ours_for(names: *mut pg_sys::List) -> Option<&'static CStr> {
+    // SAFETY: the caller's contract.
+    let parts: Vec<String> = unsafe {
+        if names.is_null() {
+            return None;
+        }
+        (0..(*names).length as usize)
+            .map(|i| {
+                let s = (*(*names).elements.add(i)).ptr_value.cast::<pg_sys::String>();
+                CStr::from_ptr((*s).sval).to_string_lossy().into_owned()
+            })
+            .collect()
+    };
+    let name = match parts.as_slice() {
+        [name] => name,
+        [schema, name] if schema == "pg_catalog" => name,
+        _ => return None,
+    };
+    match name.as_str() {
+        "nextval" => Some(c"snowflake_sequence_nextval"),
+        "currval" => Some(c"snowflake_sequence_currval"),
+        "setval" => Some(c"snowflake_sequence_setval"),
+        "lastval" => Some(c"snowflake_sequence_lastval"),
+        _ => None,
+    }
+}
