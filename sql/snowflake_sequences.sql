@@ -120,6 +120,52 @@ BEGIN
 END
 $$;
 
+-- Every sequence a table's columns own (serial, bigserial, identity), or
+-- every sequence of a schema; all or none: one that cannot hold snowflake
+-- IDs stops the call with the error snowflake_sequence_register gives.
+CREATE FUNCTION snowflake_sequence_register_table(tbl regclass, block_mode text DEFAULT 'either')
+RETURNS SETOF regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seq regclass;
+BEGIN
+    FOR seq IN
+        SELECT DISTINCT d.objid::regclass FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+        WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+          AND d.refobjid = tbl AND d.deptype IN ('a', 'i') AND c.relkind = 'S'
+        ORDER BY 1
+    LOOP
+        PERFORM @extschema@.snowflake_sequence_register(seq, block_mode);
+        RETURN NEXT seq;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION snowflake_sequence_register_schema(schema_name name, block_mode text DEFAULT 'either')
+RETURNS SETOF regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seq regclass;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = schema_name) THEN
+        RAISE EXCEPTION 'schema "%" does not exist', schema_name USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    FOR seq IN
+        SELECT c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = schema_name AND c.relkind = 'S'
+          AND NOT EXISTS (SELECT FROM @extschema@.snowflake_sequence_registry r WHERE r.seq = c.oid)
+        ORDER BY 1
+    LOOP
+        PERFORM @extschema@.snowflake_sequence_register(seq, block_mode);
+        RETURN NEXT seq;
+    END LOOP;
+END
+$$;
+
 CREATE FUNCTION snowflake_sequence_unregister(seq regclass) RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
