@@ -78,7 +78,8 @@ DECLARE
 BEGIN
     SELECT c.relkind, c.relowner INTO kind, owner FROM pg_class c WHERE c.oid = seq;
     IF kind IS DISTINCT FROM 'S' THEN
-        RAISE EXCEPTION '"%" is not a sequence', seq USING ERRCODE = 'wrong_object_type';
+        RAISE EXCEPTION '"%" is not a sequence', seq USING ERRCODE = 'wrong_object_type',
+            HINT = 'Name the sequence a column takes its values from, as pg_get_serial_sequence(''table'', ''column'') gives it, or register a whole table with snowflake_sequence_register_table().';
     END IF;
     IF NOT pg_has_role(current_user, owner, 'USAGE') THEN
         RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
@@ -179,7 +180,8 @@ BEGIN
     END IF;
     SELECT * INTO r FROM @extschema@.snowflake_sequence_registry x WHERE x.seq = $1 FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'sequence "%" is not registered', seq USING ERRCODE = 'undefined_object';
+        RAISE EXCEPTION 'sequence "%" is not registered', seq USING ERRCODE = 'undefined_object',
+            HINT = 'SELECT * FROM snowflake_sequences lists the registered sequences.';
     END IF;
     -- Native values continue above every ID this server handed out.
     above := @extschema@.snowflake_sequence_resume_value();

@@ -16,6 +16,15 @@ const SURFACE: &str = "SELECT string_agg(format('%s(%s) -> %s [%s%s%s rows=%s] %
      JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
      WHERE p.pronamespace = e.extnamespace";
 
+/// Every object the extension owns (tables, views, triggers, event triggers,
+/// functions), by description.
+const MEMBERS: &str = "SELECT string_agg(pg_describe_object(d.classid, d.objid, d.objsubid), E'\\n'
+            ORDER BY pg_describe_object(d.classid, d.objid, d.objsubid))
+     FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
+     WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+       -- a build with the pg_test feature adds the #[pg_test]s in schema tests
+       AND pg_describe_object(d.classid, d.objid, d.objsubid) !~ '^(function tests\\.|schema tests$)'";
+
 /// Connects to database `db` of `c`.
 fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
     postgres::Client::connect(&format!("host=127.0.0.1 port={} user=postgres dbname={db}", c.port), postgres::NoTls)
@@ -25,7 +34,7 @@ fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
 #[test]
 fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
-    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
+    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"]
         .map(|old| install_extension_file(&sql.join(format!("snowflake_id--{old}.sql"))));
     let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
@@ -33,8 +42,9 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let mut fresh = connect_to(&c, "fresh");
     fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let installed: String = fresh.query_one(SURFACE, &[]).unwrap().get(0);
+    let members: String = fresh.query_one(MEMBERS, &[]).unwrap().get(0);
 
-    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0"] {
+    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"] {
         let db = format!("from_{}", old.replace('.', "_"));
         c.connect().batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
         let mut s = connect_to(&c, &db);
@@ -109,6 +119,12 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
         // The upgraded extension defines exactly what a fresh install does.
         let upgraded: String = s.query_one(SURFACE, &[]).unwrap().get(0);
         assert_eq!(upgraded, installed, "upgraded from {old}");
+        let upgraded: String = s.query_one(MEMBERS, &[]).unwrap().get(0);
+        assert_eq!(upgraded, members, "upgraded from {old}");
+        // Sequence mode (0.6.0) works in an upgraded database.
+        s.batch_execute("CREATE SEQUENCE up_s; SELECT snowflake_sequence_register('up_s')").unwrap();
+        let worker: i32 = s.query_one("SELECT worker_id FROM snowflake_decode(nextval('up_s'))", &[]).unwrap().get(0);
+        assert_eq!(worker, 3, "sequence mode from {old}");
     }
 }
 

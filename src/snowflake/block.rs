@@ -73,13 +73,13 @@ impl fmt::Display for BlockError {
             }
             BlockError::TooLarge { increment, convention, max } if max > 1 => write!(
                 f,
-                "a block of {increment} IDs read at the {convention} end does not fit one tick of the ID layout, \
-                 which holds blocks of at most {max}"
+                "an increment of {increment} needs more consecutive IDs than one tick of the ID layout holds: \
+                 block_mode '{convention}' serves increments up to {max}"
             ),
             BlockError::TooLarge { increment, .. } => write!(
                 f,
-                "a block of {increment} IDs does not fit the ID layout: IDs of one tick are not consecutive \
-                 integers (the sequence field does not hold the lowest bits) or a tick holds too few"
+                "an increment of {increment} needs consecutive IDs, and IDs of one tick of the ID layout are not \
+                 consecutive integers (the sequence field does not hold the lowest bits) or a tick holds too few"
             ),
         }
     }
@@ -203,7 +203,7 @@ mod tests {
             assert!(BlockPlan::new(max, c, &t).is_ok());
             let e = BlockPlan::new(max + 1, c, &t).unwrap_err();
             assert_eq!(e, BlockError::TooLarge { increment: max + 1, convention: c, max: max as u64 });
-            assert!(e.to_string().contains(&format!("at most {max}")), "{e}");
+            assert!(e.to_string().contains(&format!("increments up to {max}")), "{e}");
         }
     }
 

@@ -96,8 +96,8 @@ fn next_value(seq: Oid, check_permissions: bool) -> i64 {
     check_like_nextval(seq, check_permissions);
     let config = settings::config();
     let template = config.codec.template(config.node);
-    let plan = BlockPlan::new(entry.increment, entry.convention, &template)
-        .unwrap_or_else(|e| refuse_block(Some(seq), entry.increment, e));
+    let plan =
+        BlockPlan::new(entry.increment, entry.convention, &template).unwrap_or_else(|e| refuse_block(Some(seq), e));
     let mut block = generate::reserve_run(plan.run());
     let first = block.next().expect("a run holds at least one ID");
     let value = plan.value(first);
@@ -262,7 +262,7 @@ fn check_like_nextval(seq: Oid, check_permissions: bool) {
     }
 }
 
-fn refuse_block(seq: Option<Oid>, increment: i64, e: BlockError) -> ! {
+fn refuse_block(seq: Option<Oid>, e: BlockError) -> ! {
     let hint = match e {
         BlockError::NotAscending { .. } => "Register an ascending sequence.".to_string(),
         BlockError::TooLarge { max, .. } if max > 1 => format!(
@@ -275,7 +275,7 @@ fn refuse_block(seq: Option<Oid>, increment: i64, e: BlockError) -> ! {
     };
     let message = match seq.map(rel_name) {
         Some(n) => format!("sequence \"{n}\" cannot hand out snowflake IDs: {e}"),
-        None => format!("a sequence that increments by {increment} cannot hand out snowflake IDs: {e}"),
+        None => e.to_string(),
     };
     error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message).set_hint(hint).raise(PgLogLevel::ERROR)
 }
@@ -291,7 +291,7 @@ pub fn snowflake_sequence_check_block(increment: i64, block_mode: &str) {
     };
     let config = settings::config();
     if let Err(e) = BlockPlan::new(increment, convention, &config.codec.template(config.node)) {
-        refuse_block(None, increment, e);
+        refuse_block(None, e);
     }
 }
 

@@ -127,10 +127,10 @@ mod tests {
         Spi::run("CREATE TABLE seq_small (id serial PRIMARY KEY)").unwrap();
         assert_error("SELECT snowflake_sequence_register('seq_small_id_seq')", "42804", "cannot hold a snowflake ID");
         Spi::run("CREATE SEQUENCE seq_huge INCREMENT BY 10000").unwrap();
-        assert_error("SELECT snowflake_sequence_register('seq_huge', 'high')", "22023", "at most 4096");
+        assert_error("SELECT snowflake_sequence_register('seq_huge', 'high')", "22023", "increments up to 4096");
         Spi::run("CREATE SEQUENCE seq_mode").unwrap();
         assert_error("SELECT snowflake_sequence_register('seq_mode', 'pooled')", "22023", "unknown block mode");
-        assert_pg_error("SELECT snowflake_sequence_register('pg_class')", "42809", "is not a sequence");
+        assert_error("SELECT snowflake_sequence_register('pg_class')", "42809", "is not a sequence");
     }
 
     #[pg_test]

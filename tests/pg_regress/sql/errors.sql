@@ -88,3 +88,18 @@ ALTER SYSTEM RESET snowflake_id.layout;
 -- Floors a DBA asks for that are no ID of this server, or too far ahead.
 SELECT * FROM pg_temp.try('SELECT snowflake_raise_floor(-1)');
 SELECT state, message, hint FROM pg_temp.try('SELECT snowflake_raise_floor(snowflake_from_timestamp(''2090-01-01''))');
+
+-- Sequence mode: registrations that cannot hand out snowflake IDs, and DDL
+-- that would open a registered sequence's fence.
+CREATE TABLE seq_small (id serial PRIMARY KEY);
+SELECT state, message, hint FROM pg_temp.try('SELECT snowflake_sequence_register(''seq_small_id_seq'')');
+CREATE SEQUENCE seq_big_block INCREMENT BY 3000;
+SELECT state, message, hint FROM pg_temp.try('SELECT snowflake_sequence_register(''seq_big_block'')');
+SELECT state, message, hint FROM pg_temp.try('SELECT snowflake_sequence_register(''seq_big_block'', ''pooled'')');
+SELECT state, message, hint FROM pg_temp.try('SELECT snowflake_sequence_register(''pg_class'')');
+CREATE SEQUENCE seq_fenced;
+SELECT snowflake_sequence_register('seq_fenced');
+SELECT state, message, hint FROM pg_temp.try('ALTER SEQUENCE seq_fenced RESTART');
+SELECT state, message, hint FROM pg_temp.try('SELECT snowflake_sequence_unregister(''seq_big_block'')');
+DROP TABLE seq_small;
+DROP SEQUENCE seq_big_block, seq_fenced;
