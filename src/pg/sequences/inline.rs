@@ -46,8 +46,9 @@ unsafe extern "C-unwind" fn function_changed(_arg: pg_sys::Datum, _cache: i32, _
 
 #[pg_guard]
 unsafe extern "C-unwind" fn needs_hook(function: Oid) -> bool {
-    // SAFETY: the hook saved in init, called as PostgreSQL would.
+    // SAFETY: the hook saved in init (see the statics), called as PostgreSQL would.
     if let Some(previous) = unsafe { PREVIOUS } {
+        // SAFETY: as above.
         if unsafe { call_previous(previous, function) } {
             return true;
         }

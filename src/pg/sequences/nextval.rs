@@ -226,8 +226,11 @@ pub(super) fn keep_fence(seq: Oid) {
 }
 
 fn check_privilege(seq: Oid, mode: u32) {
+    // AclMode is 32 bits wide on PostgreSQL 15, 64 from 16.
+    #[allow(clippy::useless_conversion)]
+    let mode: pg_sys::AclMode = mode.into();
     // SAFETY: a catalog lookup.
-    let granted = unsafe { pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), mode.into()) };
+    let granted = unsafe { pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), mode) };
     if granted != pg_sys::AclResult::ACLCHECK_OK {
         error::new(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
