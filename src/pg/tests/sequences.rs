@@ -292,4 +292,61 @@ mod tests {
             "none registered when one cannot be"
         );
     }
+
+    #[pg_test]
+    fn every_statement_kind_that_fills_the_key_gets_snowflake_ids() {
+        Spi::run(
+            "CREATE TABLE seq_k (id bigserial PRIMARY KEY, v int UNIQUE, src text);
+             SELECT snowflake_sequence_register('seq_k_id_seq');
+             INSERT INTO seq_k (v, src) VALUES (1, 'plain') ON CONFLICT (v) DO NOTHING;
+             INSERT INTO seq_k (v, src) VALUES (1, 'conflict') ON CONFLICT (v) DO UPDATE SET src = 'updated';
+             CREATE TABLE seq_k_src (v int);
+             INSERT INTO seq_k_src SELECT generate_series(10, 19);
+             MERGE INTO seq_k k USING seq_k_src s ON k.v = s.v
+                 WHEN NOT MATCHED THEN INSERT (v, src) VALUES (s.v, 'merge');
+             CREATE VIEW seq_k_view AS SELECT v, src FROM seq_k;
+             INSERT INTO seq_k_view (v, src) VALUES (20, 'view');
+             CREATE TABLE seq_k_log (v int);
+             CREATE RULE seq_k_rule AS ON INSERT TO seq_k_log DO ALSO INSERT INTO seq_k (v, src) VALUES (NEW.v, 'rule');
+             INSERT INTO seq_k_log VALUES (21);
+             CREATE FUNCTION seq_k_trg() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN INSERT INTO seq_k (v, src) VALUES (NEW.v + 100, 'trigger'); RETURN NEW; END $$;
+             CREATE TRIGGER seq_k_trg AFTER INSERT ON seq_k_src FOR EACH ROW EXECUTE FUNCTION seq_k_trg();
+             INSERT INTO seq_k_src VALUES (22);
+             DO $$ DECLARE x bigint; BEGIN
+                 x := nextval('seq_k_id_seq');
+                 INSERT INTO seq_k (id, v, src) VALUES (x, 23, 'plpgsql');
+                 SELECT nextval('seq_k_id_seq') INTO x;
+                 INSERT INTO seq_k (id, v, src) VALUES (x, 24, 'select into');
+                 EXECUTE 'INSERT INTO seq_k (v, src) VALUES (25, ''execute'')';
+             END $$;
+             CREATE TABLE seq_k_ctas AS SELECT nextval('seq_k_id_seq') AS id FROM generate_series(1, 5);
+             CREATE MATERIALIZED VIEW seq_k_mv AS SELECT nextval('seq_k_id_seq') AS id FROM generate_series(1, 5);
+             REFRESH MATERIALIZED VIEW seq_k_mv;",
+        )
+        .unwrap();
+        assert_eq!(all_ours("SELECT id FROM seq_k"), (17, 17, true));
+        assert_eq!(all_ours("SELECT id FROM seq_k_ctas"), (5, 5, true));
+        assert_eq!(all_ours("SELECT id FROM seq_k_mv"), (5, 5, true));
+        let kinds = one::<i64>("SELECT count(DISTINCT src) FROM seq_k");
+        assert_eq!(kinds, 8, "updated, merge, view, rule, trigger, plpgsql, select into, execute");
+    }
+
+    #[pg_test]
+    fn generic_plans_of_prepared_statements_call_the_registered_sequence() {
+        Spi::run(
+            "CREATE TABLE seq_gen (id bigint GENERATED ALWAYS AS IDENTITY, v int);
+             SELECT snowflake_sequence_register(pg_get_serial_sequence('seq_gen', 'id'));
+             SET LOCAL plan_cache_mode = force_generic_plan;
+             PREPARE seq_gen_ins(int) AS INSERT INTO seq_gen (v) VALUES ($1);
+             PREPARE seq_gen_next(text) AS SELECT nextval($1);
+             EXECUTE seq_gen_ins(1); EXECUTE seq_gen_ins(2); EXECUTE seq_gen_ins(3);",
+        )
+        .unwrap();
+        let sequence = one::<String>("SELECT pg_get_serial_sequence('seq_gen', 'id')");
+        let next = one::<i64>(&format!("EXECUTE seq_gen_next('{sequence}')"));
+        Spi::run("DEALLOCATE seq_gen_ins; DEALLOCATE seq_gen_next").unwrap();
+        assert_eq!(all_ours("SELECT id FROM seq_gen"), (3, 3, true));
+        assert!(ours(next));
+    }
 }
