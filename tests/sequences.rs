@@ -1,5 +1,5 @@
 //! Sequence mode with clients at once and whole servers: pooled allocators
-//! of both conventions, 8 clients each, running the allocators' own
+//! of every convention, 8 clients each, running the allocators' own
 //! arithmetic, never share an ID; a registration survives a restart and a
 //! crash; pg_dump and pg_restore bring back a working registry whose next
 //! IDs lie above the dumped ones.
@@ -21,6 +21,8 @@ const BLOCK: i64 = 50;
 fn client_block(convention: &str, value: i64) -> std::ops::RangeInclusive<i64> {
     match convention {
         "high" => value - BLOCK + 1..=value,
+        // Hibernate 3's pooled optimizer: the block ends below the value.
+        "hibernate3" => value - BLOCK..=value - 1,
         _ => value..=value + BLOCK - 1,
     }
 }
@@ -63,11 +65,13 @@ fn assert_ours_and_unique(c: &Cluster, ids: &[i64], what: &str) {
 }
 
 #[test]
-fn pooled_allocators_of_both_conventions_never_share_an_id() {
+fn pooled_allocators_of_every_convention_never_share_an_id() {
     let c = Cluster::new("seqpooled", &["snowflake_id.datacenter_id = 2", "snowflake_id.worker_id = 5"]);
     c.start();
     let mut s = c.session();
-    for (mode, readers) in [("high", &["high"][..]), ("low", &["low"][..]), ("either", &["high", "low"][..])] {
+    for (mode, readers) in
+        [("high", &["high", "hibernate3"][..]), ("low", &["low"][..]), ("either", &["high", "hibernate3", "low"][..])]
+    {
         let seq = format!("pooled_{mode}");
         s.batch_execute(&format!(
             "CREATE SEQUENCE {seq} INCREMENT BY {BLOCK}; SELECT snowflake_sequence_register('{seq}', '{mode}')"

@@ -3,8 +3,9 @@
 //!
 //! An ORM that allocates IDs in blocks asks the sequence once per `n` IDs and
 //! computes the rest itself: Hibernate's `pooled` optimizer takes the value
-//! `v` as the high end of its block (it uses `v-n+1 ..= v`), its `pooled-lo`
-//! and Npgsql's HiLo as the low end (`v ..= v+n-1`). Every integer of the
+//! `v` as the high end of its block (since Hibernate 4 it uses `v-n+1 ..= v`;
+//! Hibernate 3's uses `v-n ..= v-1`), its `pooled-lo` and Npgsql's HiLo as the
+//! low end (`v ..= v+n-1`). Every integer of the
 //! block the client will use must be an ID no one else ever gets, so a block
 //! is a *run*: consecutive positions of one tick, which are consecutive
 //! integers when the sequence field holds the lowest bits.
@@ -14,8 +15,10 @@
 //!   returned ID all lie in the reserved run;
 //! - a run fits one tick's sequence space, or the plan is refused with the
 //!   largest increment that fits;
-//! - [`Convention::Either`] serves a client of either convention from the
-//!   same value: it reserves `2n-1` IDs and returns the middle one.
+//! - [`Convention::High`] serves both readings of the high end: it reserves
+//!   `n+1` IDs and returns the last;
+//! - [`Convention::Either`] serves a client of any of these readings from the
+//!   same value: it reserves `2n` IDs and returns the one after the first `n`.
 
 use std::fmt;
 
@@ -24,11 +27,12 @@ use super::codec::IdTemplate;
 /// How a client reads the value of a sequence that increments by more than one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Convention {
-    /// The value is the block's high end (Hibernate `pooled`): `v-n+1 ..= v`.
+    /// The value is the block's high end (Hibernate `pooled`): `v-n+1 ..= v`,
+    /// or `v-n ..= v-1` as Hibernate 3 reads it.
     High,
     /// The value is the block's low end (Hibernate `pooled-lo`, Npgsql HiLo): `v ..= v+n-1`.
     Low,
-    /// Not known: safe for both, at the cost of `2n-1` IDs a call.
+    /// Not known: safe for all, at the cost of `2n` IDs a call.
     Either,
 }
 
@@ -114,15 +118,16 @@ impl BlockPlan {
     ///
     /// // Hibernate's pooled optimizer with allocationSize = 50, convention unknown:
     /// let plan = BlockPlan::new(50, Convention::Either, &template).unwrap();
-    /// assert_eq!(plan.run(), 99);
-    /// // The run starting at ID 1000 returns 1049: a pooled client uses
-    /// // 1000..=1049, a pooled-lo client 1049..=1098, both within the run.
-    /// assert_eq!(plan.value(1000), 1049);
+    /// assert_eq!(plan.run(), 100);
+    /// // The run starting at ID 1000 returns 1050: a pooled client uses
+    /// // 1001..=1050 (Hibernate 3: 1000..=1049), a pooled-lo client
+    /// // 1050..=1099, all within the run.
+    /// assert_eq!(plan.value(1000), 1050);
     ///
     /// // A tick holds 4096 IDs: no block of 10000 fits.
     /// assert_eq!(
     ///     BlockPlan::new(10_000, Convention::High, &template),
-    ///     Err(BlockError::TooLarge { increment: 10_000, convention: Convention::High, max: 4096 })
+    ///     Err(BlockError::TooLarge { increment: 10_000, convention: Convention::High, max: 4095 })
     /// );
     /// ```
     pub fn new(increment: i64, convention: Convention, template: &IdTemplate) -> Result<BlockPlan, BlockError> {
@@ -135,9 +140,9 @@ impl BlockPlan {
         }
         let capacity = template.consecutive_in_tick();
         let (run, returned, max) = match convention {
-            Convention::High => (n, n - 1, capacity),
+            Convention::High => (n + 1, n, capacity.saturating_sub(1).max(1)),
             Convention::Low => (n, 0, capacity),
-            Convention::Either => (2 * n - 1, n - 1, capacity.div_ceil(2).max(1)),
+            Convention::Either => (2 * n, n, (capacity / 2).max(1)),
         };
         if run > capacity {
             return Err(BlockError::TooLarge { increment, convention, max });
@@ -170,11 +175,31 @@ mod tests {
         codec.template(Node { datacenter: 1, worker: 2 })
     }
 
-    /// The integers a client of `convention` takes as its block from `value`.
-    fn client_block(convention: Convention, value: i64, n: i64) -> std::ops::RangeInclusive<i64> {
-        match convention {
-            Convention::High => value - n + 1..=value,
-            Convention::Low | Convention::Either => value..=value + n - 1,
+    /// How clients read a value `v` of a sequence incrementing by `n`.
+    #[derive(Clone, Copy, Debug)]
+    enum Reader {
+        /// Hibernate 4 and later, `pooled`: `v-n+1 ..= v`.
+        Pooled,
+        /// Hibernate 3, `pooled`: `v-n ..= v-1`.
+        PooledHibernate3,
+        /// `pooled-lo`, Npgsql HiLo: `v ..= v+n-1`.
+        Low,
+    }
+
+    fn readers(c: Convention) -> &'static [Reader] {
+        match c {
+            Convention::High => &[Reader::Pooled, Reader::PooledHibernate3],
+            Convention::Low => &[Reader::Low],
+            Convention::Either => &[Reader::Pooled, Reader::PooledHibernate3, Reader::Low],
+        }
+    }
+
+    /// The integers a client takes as its block from `value`.
+    fn client_block(reader: Reader, value: i64, n: i64) -> std::ops::RangeInclusive<i64> {
+        match reader {
+            Reader::Pooled => value - n + 1..=value,
+            Reader::PooledHibernate3 => value - n..=value - 1,
+            Reader::Low => value..=value + n - 1,
         }
     }
 
@@ -199,7 +224,7 @@ mod tests {
     #[test]
     fn the_largest_block_fits_and_the_next_is_refused_naming_it() {
         let t = template("timestamp:41,datacenter:5,worker:5,sequence:12");
-        for (c, max) in [(Convention::High, 4096), (Convention::Low, 4096), (Convention::Either, 2048)] {
+        for (c, max) in [(Convention::High, 4095), (Convention::Low, 4096), (Convention::Either, 2048)] {
             assert!(BlockPlan::new(max, c, &t).is_ok());
             let e = BlockPlan::new(max + 1, c, &t).unwrap_err();
             assert_eq!(e, BlockError::TooLarge { increment: max + 1, convention: c, max: max as u64 });
@@ -224,15 +249,13 @@ mod tests {
             for c in Convention::ALL {
                 let Ok(plan) = BlockPlan::new(n, c, &t) else {
                     // Refused only when the run cannot fit a tick.
-                    let need = if c == Convention::Either { 2 * n - 1 } else { n };
+                    let need = match c { Convention::High => n + 1, Convention::Low => n, Convention::Either => 2 * n };
                     prop_assert!(need as u64 > 1 << seq_bits);
                     continue;
                 };
                 prop_assert!(plan.run() <= 1 << seq_bits);
                 let v = plan.value(first);
-                let readers: &[Convention] =
-                    if c == Convention::Either { &[Convention::High, Convention::Low] } else { &[c] };
-                for &reader in readers {
+                for &reader in readers(c) {
                     let used = client_block(reader, v, n);
                     prop_assert!(run(&plan).contains(used.start()) && run(&plan).contains(used.end()));
                 }

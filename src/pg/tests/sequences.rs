@@ -110,11 +110,12 @@ mod tests {
              SELECT snowflake_sequence_register('seq_pooled');",
         )
         .unwrap();
-        // The default, 'either': both readings of each value lie in its own
-        // block, and blocks of successive calls never meet.
+        // The default, 'either': every reading of each value (v-49..v,
+        // Hibernate 3's v-50..v-1, v..v+49) lies in its own block, and blocks
+        // of successive calls never meet.
         let (n, overlaps) = Spi::get_two::<i64, i64>(
             "WITH v AS (SELECT nextval('seq_pooled') AS v FROM generate_series(1, 200)),
-                  used AS (SELECT v, v - 49 AS lo, v + 49 AS hi FROM v)
+                  used AS (SELECT v, v - 50 AS lo, v + 49 AS hi FROM v)
              SELECT (SELECT count(*) FROM used),
                     (SELECT count(*) FROM used a JOIN used b ON a.v < b.v AND a.hi >= b.lo)",
         )
@@ -127,7 +128,7 @@ mod tests {
         Spi::run("CREATE TABLE seq_small (id serial PRIMARY KEY)").unwrap();
         assert_error("SELECT snowflake_sequence_register('seq_small_id_seq')", "42804", "cannot hold a snowflake ID");
         Spi::run("CREATE SEQUENCE seq_huge INCREMENT BY 10000").unwrap();
-        assert_error("SELECT snowflake_sequence_register('seq_huge', 'high')", "22023", "increments up to 4096");
+        assert_error("SELECT snowflake_sequence_register('seq_huge', 'high')", "22023", "increments up to 4095");
         Spi::run("CREATE SEQUENCE seq_mode").unwrap();
         assert_error("SELECT snowflake_sequence_register('seq_mode', 'pooled')", "22023", "unknown block mode");
         assert_error("SELECT snowflake_sequence_register('pg_class')", "42809", "is not a sequence");
