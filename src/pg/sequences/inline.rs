@@ -19,6 +19,11 @@ use super::registry;
 
 static mut PREVIOUS: pg_sys::needs_fmgr_hook_type = None;
 
+/// pg_proc's syscache, as the syscache functions take it (an enum of
+/// another integer type before PostgreSQL 19).
+#[allow(clippy::unnecessary_cast)]
+const PROCOID: i32 = pg_sys::SysCacheIdentifier::PROCOID as i32;
+
 // SAFETY (for the statics): a backend runs one thread.
 /// Per function, whether its body names a sequence function, for the
 /// registry generation it was found in.
@@ -30,11 +35,7 @@ pub fn init() {
     unsafe {
         PREVIOUS = pg_sys::needs_fmgr_hook;
         pg_sys::needs_fmgr_hook = Some(needs_hook);
-        pg_sys::CacheRegisterSyscacheCallback(
-            pg_sys::SysCacheIdentifier::PROCOID as i32,
-            Some(function_changed),
-            pg_sys::Datum::from(0),
-        );
+        pg_sys::CacheRegisterSyscacheCallback(PROCOID, Some(function_changed), pg_sys::Datum::from(0));
     }
 }
 
@@ -82,7 +83,7 @@ unsafe fn call_previous(previous: unsafe extern "C-unwind" fn(Oid) -> bool, func
 unsafe fn names_sequence_function(function: Oid) -> bool {
     // SAFETY: a syscache lookup, released below.
     unsafe {
-        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as i32, function.into());
+        let tuple = pg_sys::SearchSysCache1(PROCOID, function.into());
         if tuple.is_null() {
             return false;
         }
@@ -91,12 +92,7 @@ unsafe fn names_sequence_function(function: Oid) -> bool {
         if (*form).prolang == Oid::from(pg_sys::SQLlanguageId) {
             for attribute in [pg_sys::Anum_pg_proc_prosrc, pg_sys::Anum_pg_proc_prosqlbody] {
                 let mut null = true;
-                let datum = pg_sys::SysCacheGetAttr(
-                    pg_sys::SysCacheIdentifier::PROCOID as i32,
-                    tuple,
-                    attribute as i16,
-                    &mut null,
-                );
+                let datum = pg_sys::SysCacheGetAttr(PROCOID, tuple, attribute as i16, &mut null);
                 if let Some(body) = String::from_datum(datum, null) {
                     found |= mentions_sequence_function(&body);
                 }

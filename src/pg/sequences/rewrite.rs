@@ -32,51 +32,68 @@ pub fn init() {
     }
 }
 
+/// Rewrites the query when sequences are registered, then plans it.
+///
+/// The previous hook's type says it may unwind, as pgrx types every hook; an
+/// ERROR it raises is caught by pgrx's boundary and rethrown as a Rust panic.
+#[cfg(not(feature = "pg19"))]
 #[pg_guard]
+#[allow(ffi_unwind_calls)]
 unsafe extern "C-unwind" fn plan(
     parse: *mut Query,
     query_string: *const c_char,
     cursor_options: c_int,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
-    let parse = if registry::any() {
-        // SAFETY: the planner's Query; the walk and the rebuild only read
-        // it and allocate in the current (planner's) memory context.
-        unsafe { rewrite(parse) }
-    } else {
-        parse
-    };
-    // SAFETY: the next planner in the chain, with its own arguments.
+    // SAFETY: the planner's Query.
+    let parse = unsafe { prepare(parse) };
+    // SAFETY: the next planner in the chain, with the planner's arguments.
     unsafe {
         match PREVIOUS {
-            Some(previous) => call_previous(previous, parse, query_string, cursor_options, bound_params),
+            Some(previous) => pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
+                previous(parse, query_string, cursor_options, bound_params)
+            }),
             None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
         }
     }
 }
 
-/// Calls the planner hook another library installed before ours. Its type
-/// says it may unwind, as pgrx types every hook; an ERROR it raises is
-/// caught by pgrx's boundary and rethrown as a Rust panic.
-///
-/// # Safety
-/// `previous` is the hook saved in `init`, called with the planner's arguments.
+/// As above; PostgreSQL 19's planner also takes the EXPLAIN in progress.
+#[cfg(feature = "pg19")]
+#[pg_guard]
 #[allow(ffi_unwind_calls)]
-unsafe fn call_previous(
-    previous: unsafe extern "C-unwind" fn(
-        *mut Query,
-        *const c_char,
-        c_int,
-        pg_sys::ParamListInfo,
-    ) -> *mut pg_sys::PlannedStmt,
+unsafe extern "C-unwind" fn plan(
     parse: *mut Query,
     query_string: *const c_char,
     cursor_options: c_int,
     bound_params: pg_sys::ParamListInfo,
+    explain: *mut pg_sys::ExplainState,
 ) -> *mut pg_sys::PlannedStmt {
-    // SAFETY: the caller's contract.
+    // SAFETY: the planner's Query.
+    let parse = unsafe { prepare(parse) };
+    // SAFETY: the next planner in the chain, with the planner's arguments.
     unsafe {
-        pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| previous(parse, query_string, cursor_options, bound_params))
+        match PREVIOUS {
+            Some(previous) => pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
+                previous(parse, query_string, cursor_options, bound_params, explain)
+            }),
+            None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params, explain),
+        }
+    }
+}
+
+/// The Query the planner gets: rewritten when this database has registered
+/// sequences.
+///
+/// # Safety
+/// `parse` is the planner's Query; the walk and the rebuild allocate in the
+/// current (planner's) memory context.
+unsafe fn prepare(parse: *mut Query) -> *mut Query {
+    if registry::any() {
+        // SAFETY: the caller's contract.
+        unsafe { rewrite(parse) }
+    } else {
+        parse
     }
 }
 
