@@ -8,6 +8,7 @@ mod common;
 
 use std::collections::HashSet;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use common::{db_error, Cluster};
 
@@ -157,4 +158,61 @@ fn a_dump_restores_a_working_registry_above_the_dumped_ids() {
     r.batch_execute("CREATE TABLE fenced (v int CHECK (nextval('orders_id_seq') > 0))").unwrap();
     let e = r.batch_execute("INSERT INTO fenced VALUES (1)").unwrap_err();
     assert_eq!(db_error(&e).0, "2200H", "{e}");
+}
+
+/// Paths no query plan covers meet the fence, and the error the client (or
+/// the server log, for an apply worker) gets says why and what to do: a CHECK
+/// constraint, and a default a logical replication apply worker fills in for
+/// a column only the subscriber has. The row never arrives with a small key.
+#[test]
+fn paths_no_plan_covers_fail_at_the_fence_with_a_hint() {
+    let publisher = Cluster::new("seqpub", &["wal_level = logical", "snowflake_id.worker_id = 1"]);
+    let subscriber = Cluster::new("seqsub", &["snowflake_id.worker_id = 2"]);
+    publisher.start();
+    subscriber.start();
+    let mut s = subscriber.session();
+    s.batch_execute(
+        "CREATE SEQUENCE local_key;
+         SELECT snowflake_sequence_register('local_key');
+         CREATE TABLE checked (v int CHECK (nextval('local_key') > 0));",
+    )
+    .unwrap();
+    let e = s.batch_execute("INSERT INTO checked VALUES (1)").unwrap_err();
+    let (code, message, hint) = db_error(&e);
+    assert_eq!(code, "2200H", "{message}");
+    assert!(message.contains("\"local_key\""), "{message}");
+    assert!(
+        hint.contains("is registered with snowflake_id") && hint.contains("snowflake_sequence_nextval('local_key')"),
+        "{hint}"
+    );
+
+    // The subscriber's table has a column the publisher's lacks, keyed by the
+    // registered sequence: the apply worker fills it without a plan.
+    publisher
+        .session()
+        .batch_execute(
+            "CREATE TABLE items (id bigint PRIMARY KEY, v int); CREATE PUBLICATION items_pub FOR TABLE items",
+        )
+        .unwrap();
+    s.batch_execute(
+        "CREATE TABLE items (id bigint PRIMARY KEY, v int, local bigint NOT NULL DEFAULT nextval('local_key'))",
+    )
+    .unwrap();
+    s.batch_execute(&format!(
+        "CREATE SUBSCRIPTION items_sub CONNECTION 'host=127.0.0.1 port={} user=postgres dbname=postgres' \
+         PUBLICATION items_pub WITH (copy_data = false)",
+        publisher.port
+    ))
+    .unwrap();
+    publisher.connect().batch_execute("INSERT INTO items VALUES (1, 1)").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !subscriber.log().contains("reached maximum value of sequence \"local_key\"") {
+        assert!(Instant::now() < deadline, "the apply worker never met the fence:\n{}", subscriber.log());
+        thread::sleep(Duration::from_millis(100));
+    }
+    let log = subscriber.log();
+    assert!(log.contains("snowflake_sequence_nextval('local_key')"), "the fence's hint in the log:\n{log}");
+    let arrived: i64 = subscriber.one("SELECT count(*) FROM items");
+    assert_eq!(arrived, 0, "no row arrives with a native key");
+    s.batch_execute("ALTER SUBSCRIPTION items_sub DISABLE").unwrap();
 }

@@ -5,6 +5,7 @@
 //! [`crate::snowflake::block`]).
 //!
 //! - [`registry`]: which sequences are registered, cached per backend;
+//! - [`fence`]: the fence's error gets a hint naming the way out;
 //! - [`inline`]: SQL functions that call sequence functions are not inlined;
 //! - [`rewrite`]: the planner hook that puts our functions in place of
 //!   native nextval and identity defaults;
@@ -16,6 +17,7 @@
 //! replication apply worker fills in) meet the fence registration sets, the
 //! sequence's MAXVALUE at its current value: an error, never a small number.
 
+mod fence;
 mod inline;
 mod nextval;
 mod parameters;
@@ -37,6 +39,7 @@ pgrx::extension_sql_file!(
 pub fn init() {
     registry::init();
     inline::init();
+    fence::init();
     rewrite::init();
     utility::init();
 }

@@ -57,6 +57,8 @@ struct Registry {
     /// The extension's schema.
     schema: String,
     entries: HashMap<Oid, Entry>,
+    /// The registered sequences' names, for messages that name them.
+    names: std::collections::HashSet<String>,
 }
 
 // SAFETY (for the statics below): a backend runs one thread; the relcache
@@ -118,6 +120,17 @@ pub fn schema() -> Option<String> {
     with(|r| (!r.entries.is_empty() && r.installed.is_some()).then(|| r.schema.clone())).flatten()
 }
 
+/// Whether a registered sequence has the name `name` (unqualified, as
+/// PostgreSQL's messages name it); `None` when this backend has not read the
+/// registry. Never reads it (for the log hook).
+pub fn registered_name(name: &str) -> Option<bool> {
+    // SAFETY: see the statics.
+    unsafe {
+        let loaded = (*std::ptr::addr_of!(CACHE)).as_ref()?;
+        (!LOADING).then(|| loaded.names.contains(name))
+    }
+}
+
 /// The functions that serve registered sequences, where any is registered.
 pub fn functions() -> Option<Functions> {
     with(|r| if r.entries.is_empty() { None } else { r.installed.map(|(_, f)| f) }).flatten()
@@ -154,7 +167,8 @@ fn load() -> Registry {
         );
     }
     let registry = Spi::connect(|client| {
-        let mut registry = Registry { installed: None, schema: String::new(), entries: HashMap::new() };
+        let mut registry =
+            Registry { installed: None, schema: String::new(), entries: HashMap::new(), names: Default::default() };
         let found = client
             .select(
                 "SELECT n.nspname::text, c.oid \
@@ -205,9 +219,10 @@ fn load() -> Registry {
         let rows = client
             .select(
                 &format!(
-                    "SELECT r.seq::pg_catalog.oid, r.block_mode, s.seqincrement \
+                    "SELECT r.seq::pg_catalog.oid, r.block_mode, s.seqincrement, c.relname::text \
                      FROM {}.snowflake_sequence_registry r \
-                     JOIN pg_catalog.pg_sequence s ON s.seqrelid = r.seq",
+                     JOIN pg_catalog.pg_sequence s ON s.seqrelid = r.seq \
+                     JOIN pg_catalog.pg_class c ON c.oid = r.seq",
                     spi::quote_identifier(&schema)
                 ),
                 None,
@@ -222,6 +237,9 @@ fn load() -> Registry {
             };
             let convention = Convention::from_name(&mode).unwrap_or(Convention::Either);
             registry.entries.insert(seq, Entry { convention, increment });
+            if let Ok(Some(name)) = row.get::<String>(4) {
+                registry.names.insert(name);
+            }
         }
         registry
     });

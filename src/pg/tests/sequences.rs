@@ -86,8 +86,19 @@ mod tests {
              CREATE TABLE seq_checked (v int CHECK (nextval('seq_fenced') > 0));",
         )
         .unwrap();
-        // A CHECK constraint is evaluated without the planner: native nextval.
+        // A CHECK constraint and a trigger's WHEN are evaluated without the
+        // planner: native nextval, which the fence stops. (Its hint, added
+        // as the error reaches the client, is checked in tests/sequences.rs:
+        // an error caught here is never emitted.)
         assert_pg_error("INSERT INTO seq_checked VALUES (1)", "2200H", "reached maximum value");
+        Spi::run(
+            "CREATE TABLE seq_when (v int);
+             CREATE FUNCTION seq_when_f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+             CREATE TRIGGER seq_when_t BEFORE INSERT ON seq_when FOR EACH ROW
+                 WHEN (nextval('seq_fenced') > 0) EXECUTE FUNCTION seq_when_f();",
+        )
+        .unwrap();
+        assert_pg_error("INSERT INTO seq_when VALUES (1)", "2200H", "reached maximum value of sequence \"seq_fenced\"");
     }
 
     #[pg_test]
