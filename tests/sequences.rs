@@ -216,3 +216,79 @@ fn paths_no_plan_covers_fail_at_the_fence_with_a_hint() {
     assert_eq!(arrived, 0, "no row arrives with a native key");
     s.batch_execute("ALTER SUBSCRIPTION items_sub DISABLE").unwrap();
 }
+
+/// Protocol-level prepared statements, as pgbench sends them (`-M prepared`
+/// and `-M extended`), 4 clients each: every key is a snowflake ID.
+#[test]
+fn pgbench_prepared_and_extended_protocols_insert_snowflake_ids() {
+    let c = Cluster::new("seqpgbench", &["snowflake_id.datacenter_id = 2", "snowflake_id.worker_id = 5"]);
+    c.start();
+    c.session()
+        .batch_execute(
+            "CREATE TABLE bench (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, mode text);
+             SELECT snowflake_sequence_register(pg_get_serial_sequence('bench', 'id'));",
+        )
+        .unwrap();
+    let script = c.dir.join("insert.sql");
+    std::fs::write(&script, "INSERT INTO bench (mode) VALUES (:mode);\n").unwrap();
+    let (host, port) = (c.dir.to_str().unwrap().to_string(), c.port.to_string());
+    for mode in ["prepared", "extended", "simple"] {
+        let out = c.run(
+            "pgbench",
+            &[
+                "-h",
+                &host,
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-n",
+                "-M",
+                mode,
+                "-c",
+                "4",
+                "-t",
+                "500",
+                "-D",
+                &format!("mode='{mode}'"),
+                "-f",
+                script.to_str().unwrap(),
+                "postgres",
+            ],
+        );
+        assert!(out.status.success(), "pgbench -M {mode}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let ids: Vec<i64> = c.connect().query("SELECT id FROM bench", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids.len(), 3 * 4 * 500);
+    assert_ours_and_unique(&c, &ids, "pgbench");
+}
+
+/// A hot standby refuses a registered sequence's nextval as it refuses a
+/// native one; promoted, it hands out snowflake IDs of its own number.
+#[test]
+fn a_standby_refuses_as_natively_and_serves_once_promoted() {
+    let primary = Cluster::new("seqprimary", &["snowflake_id.datacenter_id = 2", "snowflake_id.worker_id = 5"]);
+    primary.start();
+    primary
+        .session()
+        .batch_execute(
+            "CREATE SEQUENCE reg; SELECT snowflake_sequence_register('reg'); CREATE SEQUENCE plain;
+             SELECT nextval('reg');",
+        )
+        .unwrap();
+    let standby =
+        Cluster::standby_of(&primary, "seqstandby", &["snowflake_id.datacenter_id = 2", "snowflake_id.worker_id = 6"]);
+    standby.start();
+    standby.wait_for_replay_of(&primary);
+    let native = db_error(&standby.connect().query_one("SELECT nextval('plain')", &[]).unwrap_err());
+    let ours = db_error(&standby.connect().query_one("SELECT nextval('reg')", &[]).unwrap_err());
+    assert_eq!(
+        (ours.0.as_str(), ours.1.as_str()),
+        (native.0.as_str(), "cannot execute nextval() in a read-only transaction")
+    );
+    assert_eq!(native.0, "25006");
+    standby.promote();
+    let id: i64 = standby.one("SELECT nextval('reg')");
+    let worker: i32 = standby.one(&format!("SELECT worker_id FROM snowflake_decode({id})"));
+    assert_eq!(worker, 6, "the promoted standby's own number");
+}

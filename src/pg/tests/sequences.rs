@@ -361,4 +361,23 @@ mod tests {
         assert_eq!(all_ours("SELECT id FROM seq_gen"), (3, 3, true));
         assert!(ours(next));
     }
+
+    /// Queries that call a registered sequence are never run by parallel
+    /// workers (our functions are PARALLEL UNSAFE, as nextval is), even when
+    /// parallelism is forced.
+    #[pg_test]
+    fn forced_parallelism_still_serves_a_registered_sequence() {
+        Spi::run(
+            "CREATE SEQUENCE seq_par; SELECT snowflake_sequence_register('seq_par');
+             DO $$ BEGIN
+                 IF current_setting('server_version_num')::int >= 160000 THEN
+                     SET LOCAL debug_parallel_query = on;
+                 ELSE
+                     SET LOCAL force_parallel_mode = on;
+                 END IF;
+             END $$;",
+        )
+        .unwrap();
+        assert_eq!(all_ours("SELECT nextval('seq_par') FROM generate_series(1, 100)"), (100, 100, true));
+    }
 }
