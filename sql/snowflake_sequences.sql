@@ -33,20 +33,28 @@ CREATE FUNCTION snowflake_sequence_registry_owner_check() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    seq regclass := CASE WHEN TG_OP = 'DELETE' THEN OLD.seq ELSE NEW.seq END;
+    seq regclass;
 BEGIN
-    -- A row of a sequence that is gone (dropped) may go by anyone.
-    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = seq AND NOT pg_has_role(current_user, c.relowner, 'USAGE'))
-       OR (TG_OP <> 'DELETE' AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seq)) THEN
-        RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    PERFORM @extschema@.snowflake_sequence_invalidate(seq);
+    -- The row's sequence before and after: an UPDATE may not move another
+    -- owner's row. A row of a sequence that is gone (dropped) may go by anyone.
+    FOR seq IN SELECT s FROM unnest(ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.seq END,
+                                          CASE WHEN TG_OP <> 'DELETE' THEN NEW.seq END]) s WHERE s IS NOT NULL
+    LOOP
+        IF EXISTS (SELECT FROM pg_class c WHERE c.oid = seq AND NOT pg_has_role(current_user, c.relowner, 'USAGE'))
+           OR (TG_OP <> 'DELETE' AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = seq)) THEN
+            RAISE EXCEPTION 'must be owner of sequence %', seq USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        PERFORM @extschema@.snowflake_sequence_invalidate(seq);
+    END LOOP;
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END
 $$;
 CREATE TRIGGER snowflake_sequence_registry_owner_check
     BEFORE INSERT OR UPDATE OR DELETE ON snowflake_sequence_registry
     FOR EACH ROW EXECUTE FUNCTION snowflake_sequence_registry_owner_check();
+-- Trigger functions, called by their triggers only.
+REVOKE EXECUTE ON FUNCTION snowflake_sequence_registry_changed() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION snowflake_sequence_registry_owner_check() FROM PUBLIC;
 GRANT INSERT, UPDATE, DELETE ON snowflake_sequence_registry TO PUBLIC;
 
 -- A dropped sequence (DROP SEQUENCE, or DROP TABLE of the table it feeds)
@@ -60,6 +68,7 @@ BEGIN
                          WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'sequence');
 END
 $$;
+REVOKE EXECUTE ON FUNCTION snowflake_sequence_dropped() FROM PUBLIC;
 CREATE EVENT TRIGGER snowflake_sequence_dropped ON sql_drop
     WHEN TAG IN ('DROP SEQUENCE', 'DROP TABLE', 'DROP SCHEMA', 'DROP OWNED', 'ALTER TABLE')
     EXECUTE FUNCTION snowflake_sequence_dropped();
@@ -108,6 +117,20 @@ BEGIN
         END IF;
     END LOOP;
     PERFORM @extschema@.snowflake_sequence_check_block(s.seqincrement, block_mode);
+    -- A registered sequence generates for whoever may call nextval on it:
+    -- its owner must have the rights the extension grants to generate, and
+    -- for blocks (INCREMENT BY more than 1) those of snowflake_next_ids().
+    IF NOT has_function_privilege('@extschema@.snowflake_next_id()', 'EXECUTE') THEN
+        RAISE EXCEPTION 'permission denied to register sequence "%": no right to generate snowflake IDs', seq
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'GRANT EXECUTE ON FUNCTION snowflake_next_id() TO the role that registers it.';
+    END IF;
+    IF s.seqincrement > 1 AND NOT has_function_privilege('@extschema@.snowflake_next_ids(integer)', 'EXECUTE') THEN
+        RAISE EXCEPTION 'permission denied to register sequence "%" of increment %: blocks need the right to generate in bulk',
+            seq, s.seqincrement
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'GRANT EXECUTE ON FUNCTION snowflake_next_ids(integer) TO the role that registers it.';
+    END IF;
     -- The fence: MAXVALUE at the current value, which needs a value above
     -- MINVALUE that nextval has handed out (a fresh sequence gives up one).
     EXECUTE format('SELECT last_value, is_called FROM %s', seq) INTO last, called;
@@ -183,6 +206,11 @@ BEGIN
         RAISE EXCEPTION 'sequence "%" is not registered', seq USING ERRCODE = 'undefined_object',
             HINT = 'SELECT * FROM snowflake_sequences lists the registered sequences.';
     END IF;
+    DELETE FROM @extschema@.snowflake_sequence_registry x WHERE x.seq = $1;
+    -- The ALTER waits for every transaction that took snowflake IDs through
+    -- the sequence (they hold its lock), and keeps new ones out until this
+    -- one ends.
+    EXECUTE format('ALTER SEQUENCE %s MAXVALUE %s %s', seq, r.native_max, CASE WHEN r.native_cycle THEN 'CYCLE' ELSE 'NO CYCLE' END);
     -- Native values continue above every ID this server handed out.
     above := @extschema@.snowflake_sequence_resume_value();
     IF above > r.native_max THEN
@@ -191,8 +219,6 @@ BEGIN
                   DETAIL = format('Its MAXVALUE before registering was %s; the IDs reach %s.', r.native_max, above),
                   HINT = 'Keep the sequence registered, or raise its MAXVALUE in the registry first.';
     END IF;
-    DELETE FROM @extschema@.snowflake_sequence_registry x WHERE x.seq = $1;
-    EXECUTE format('ALTER SEQUENCE %s MAXVALUE %s %s', seq, r.native_max, CASE WHEN r.native_cycle THEN 'CYCLE' ELSE 'NO CYCLE' END);
     PERFORM setval(seq, above, true);
 END
 $$;

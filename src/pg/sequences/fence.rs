@@ -13,8 +13,9 @@ use super::registry;
 
 static mut PREVIOUS: pg_sys::emit_log_hook_type = None;
 
-/// The untranslated message of native nextval at a sequence's MAXVALUE.
-const AT_MAXVALUE: &CStr = c"nextval: reached maximum value of sequence \"%s\" (%lld)";
+/// The untranslated message of native nextval at a sequence's MAXVALUE, up
+/// to its value's format (`%lld` before PostgreSQL 18, `PRId64` since).
+const AT_MAXVALUE: &[u8] = b"nextval: reached maximum value of sequence \"%s\" (";
 
 pub fn init() {
     // SAFETY: hooks are chained from _PG_init, in the postmaster, once.
@@ -36,7 +37,7 @@ unsafe extern "C-unwind" fn on_log(edata: *mut pg_sys::ErrorData) {
     unsafe {
         if edata.is_null()
             || (*edata).message_id.is_null()
-            || CStr::from_ptr((*edata).message_id) != AT_MAXVALUE
+            || !CStr::from_ptr((*edata).message_id).to_bytes().starts_with(AT_MAXVALUE)
             || !(*edata).hint.is_null()
             || (*edata).message.is_null()
         {
@@ -75,6 +76,7 @@ fn hint_for(name: &str) -> Option<String> {
 /// `hook` is the log hook saved in `init`, and `edata` the report being emitted.
 #[allow(ffi_unwind_calls)]
 unsafe fn call_previous(hook: unsafe extern "C-unwind" fn(*mut pg_sys::ErrorData), edata: *mut pg_sys::ErrorData) {
-    // SAFETY: the caller's contract.
-    unsafe { hook(edata) }
+    // SAFETY: the caller's contract; an ERROR the hook raises is caught by
+    // pgrx's boundary and rethrown.
+    unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| hook(edata)) }
 }

@@ -55,14 +55,26 @@ unsafe extern "C-unwind" fn needs_hook(function: Oid) -> bool {
         }
     }
     let Some(generation) = registry::loaded_with_entries() else { return false };
-    // SAFETY: see the statics.
-    let seen = unsafe { &mut *std::ptr::addr_of_mut!(SEEN) };
-    if seen.as_ref().is_none_or(|(g, _)| *g != generation) {
-        *seen = Some((generation, HashMap::new()));
+    // SAFETY: see the statics; no reference into SEEN is held across the
+    // syscache lookup, which may run function_changed.
+    unsafe {
+        if let Some((g, map)) = &*std::ptr::addr_of!(SEEN) {
+            if *g == generation {
+                if let Some(known) = map.get(&function) {
+                    return *known;
+                }
+            }
+        }
+        let names = names_sequence_function(function);
+        let seen = &mut *std::ptr::addr_of_mut!(SEEN);
+        if seen.as_ref().is_none_or(|(g, _)| *g != generation) {
+            *seen = Some((generation, HashMap::new()));
+        }
+        if let Some((_, map)) = seen.as_mut() {
+            map.insert(function, names);
+        }
+        names
     }
-    let map = &mut seen.as_mut().expect("set above").1;
-    // SAFETY: a syscache lookup.
-    *map.entry(function).or_insert_with(|| unsafe { names_sequence_function(function) })
 }
 
 /// Calls the needs_fmgr_hook another library installed before ours.

@@ -78,6 +78,17 @@ pub extern "C" fn pg_finfo_snowflake_sequence_nextval_identity() -> &'static pg_
 static mut CURRENT: Option<HashMap<Oid, i64>> = None;
 static mut LAST: Option<(Oid, i64, bool)> = None;
 
+/// DISCARD ALL or SEQUENCES: this session's values are forgotten, as native
+/// currval's and lastval's are (a pooled connection's next client must not
+/// see them).
+pub(super) fn forget_session() {
+    // SAFETY: see the statics.
+    unsafe {
+        CURRENT = None;
+        LAST = None;
+    }
+}
+
 fn remember(seq: Oid, value: i64, registered: bool) {
     // SAFETY: see the statics.
     unsafe {
@@ -94,6 +105,7 @@ fn next_value(seq: Oid, check_permissions: bool) -> i64 {
         return value;
     };
     check_like_nextval(seq, check_permissions);
+    lock_sequence(seq);
     let config = settings::config();
     let template = config.codec.template(config.node);
     let plan =
@@ -193,7 +205,17 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
         }
         pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
     }
-    if value >= snowflake_sequence_resume_value() {
+    if value >= resume_id() {
+        // A floor is server-wide: the right to raise it is snowflake_raise_floor's.
+        if !may_raise_floor() {
+            error::new(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("permission denied to raise the snowflake ID floor through sequence \"{}\"", rel_name(seq)),
+            )
+            .set_detail("A setval above the IDs this server handed out raises the floor of every ID it issues.")
+            .set_hint("Run it as a role granted EXECUTE on snowflake_raise_floor(bigint).")
+            .raise(PgLogLevel::ERROR);
+        }
         floor::raise_to(value);
     }
     keep_fence(seq);
@@ -207,6 +229,10 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
 /// fails there. Registration leaves it so; a restore's SEQUENCE SET, which
 /// meets the registry restored before it, would otherwise not.
 pub(super) fn keep_fence(seq: Oid) {
+    as_superuser(|| keep_fence_now(seq));
+}
+
+fn keep_fence_now(seq: Oid) {
     let max =
         Spi::get_one_with_args::<i64>("SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = $1", &[seq.into()])
             .ok()
@@ -223,6 +249,37 @@ pub(super) fn keep_fence(seq: Oid) {
             )
         };
     }
+}
+
+/// Whether the current role may call snowflake_raise_floor(bigint).
+fn may_raise_floor() -> bool {
+    Spi::get_one::<bool>(
+        "SELECT pg_catalog.has_function_privilege(p.oid, 'EXECUTE') FROM pg_catalog.pg_proc p \
+         JOIN pg_catalog.pg_extension e ON e.extnamespace OPERATOR(pg_catalog.=) p.pronamespace \
+         WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id' AND p.proname OPERATOR(pg_catalog.=) 'snowflake_raise_floor'",
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(false)
+}
+
+/// Runs `f` as the bootstrap superuser (a fixed operation on the caller's
+/// behalf, such as setting a fence back), as PostgreSQL's RI triggers switch
+/// user; an ERROR in between is undone by the transaction's abort.
+pub(super) fn as_superuser<R>(f: impl FnOnce() -> R) -> R {
+    let mut saved = (pg_sys::InvalidOid, 0);
+    // SAFETY: saving and switching the current user, restored below.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut saved.0, &mut saved.1);
+        pg_sys::SetUserIdAndSecContext(
+            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
+            saved.1 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
+        );
+    }
+    let result = f();
+    // SAFETY: as above.
+    unsafe { pg_sys::SetUserIdAndSecContext(saved.0, saved.1) };
+    result
 }
 
 fn check_privilege(seq: Oid, mode: u32) {
@@ -249,6 +306,15 @@ pub(super) fn rel_name(seq: Oid) -> String {
         // SAFETY: a palloc'd C string.
         unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
     }
+}
+
+/// Takes the lock native nextval takes on a sequence (after the first call
+/// of a transaction, a lookup in this backend's own lock table): an
+/// unregistration, whose ALTER SEQUENCE conflicts with it, waits for every
+/// transaction that took snowflake IDs through the sequence.
+fn lock_sequence(seq: Oid) {
+    // SAFETY: a heavyweight lock on a relation, released at transaction end.
+    unsafe { pg_sys::LockRelationOid(seq, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
 }
 
 /// The checks native nextval makes before it hands out a value, with its errors.
@@ -298,26 +364,50 @@ pub fn snowflake_sequence_check_block(increment: i64, block_mode: &str) {
     }
 }
 
-/// An ID above every ID this server has handed out: where a sequence that
-/// is unregistered continues natively.
-#[pg_extern(volatile, parallel_unsafe)]
-pub fn snowflake_sequence_resume_value() -> i64 {
+/// An ID above every ID this server has handed out.
+fn resume_id() -> i64 {
     let state = shmem::read();
     let next = state.generator.resume_point();
-    let template = state.generator.template();
-    template.encode(next.position, next.clock_back)
+    state.generator.template().encode(next.position, next.clock_back)
+}
+
+/// Where a sequence that is unregistered continues natively: above every ID
+/// this server handed out. Its floor is raised past the end of that ID's
+/// tick first, so that this server issues nothing more among the values the
+/// native sequence counts through. (Those values lie in the ID space of that
+/// millisecond: other servers' IDs of it may repeat them; docs/sequences.md.)
+#[pg_extern(volatile, parallel_unsafe)]
+pub fn snowflake_sequence_resume_value() -> i64 {
+    let above = resume_id();
+    let config = settings::config();
+    let template = config.codec.template(config.node);
+    let tick = config.codec.decode(above).map_or(0, |d| d.tick);
+    let tick_end = template.encode(template.position(tick + 1) - 1, shmem::read().generator.clock_back());
+    as_superuser(|| floor::raise_to(tick_end));
+    above
 }
 
 /// The registry's statement trigger: every backend reads the registry again.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_sequence_registry_changed(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: called as a trigger (the SQL declares it RETURNS trigger),
-    // whose context is a TriggerData with the registry table.
-    unsafe {
-        let data = (*fcinfo).context.cast::<pg_sys::TriggerData>();
-        registry::changed((*(*data).tg_relation).rd_id);
-    }
+    // SAFETY: fcinfo is PostgreSQL's; its context is read as a TriggerData
+    // only when its tag says it is one (called as a trigger).
+    let data = unsafe {
+        let context = (*fcinfo).context;
+        (!context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData)
+            .then(|| context.cast::<pg_sys::TriggerData>())
+    };
+    let Some(data) = data else {
+        error::new(
+            PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+            "snowflake_sequence_registry_changed() is a trigger function",
+        )
+        .set_hint("It is called by the registry's trigger, not directly.")
+        .raise(PgLogLevel::ERROR);
+    };
+    // SAFETY: checked above: the trigger's data, with the registry table.
+    registry::changed(unsafe { (*(*data).tg_relation).rd_id });
     pg_sys::Datum::from(0)
 }
 

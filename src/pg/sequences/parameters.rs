@@ -40,13 +40,24 @@ unsafe extern "C-unwind" fn rename(node: *mut Node, schema: *mut c_void) -> bool
     unsafe {
         if (*node).type_ == NodeTag::T_FuncCall {
             let call = node.cast::<pg_sys::FuncCall>();
-            if let Some(ours) = ours_for((*call).funcname) {
+            let args = if (*call).args.is_null() { 0 } else { (*(*call).args).length };
+            if let Some(ours) = ours_for((*call).funcname).filter(|ours| arity_fits(ours, args)) {
                 let schema = pg_sys::makeString(pg_sys::pstrdup(schema.cast()));
                 let name = pg_sys::makeString(pg_sys::pstrdup(ours.as_ptr()));
                 (*call).funcname = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), schema.cast()), name.cast());
             }
         }
         pg_sys::raw_expression_tree_walker(node, Some(rename), schema)
+    }
+}
+
+/// Whether a call with `args` arguments is one of the native function's (a
+/// user function of the same name and other arguments keeps its name).
+fn arity_fits(ours: &CStr, args: i32) -> bool {
+    match ours.to_bytes() {
+        b"snowflake_sequence_lastval" => args == 0,
+        b"snowflake_sequence_setval" => args == 2 || args == 3,
+        _ => args == 1,
     }
 }
 

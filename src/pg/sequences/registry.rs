@@ -66,6 +66,9 @@ struct Registry {
 static mut CACHE: Option<Registry> = None;
 /// How many times the cache was read: what was found with an older one is stale.
 static mut GENERATION: u64 = 0;
+/// Relcache invalidations seen: one that arrives while the cache is read
+/// may concern what was read, and the result is then used once, not kept.
+static mut INVALIDATIONS: u64 = 0;
 /// Set while the cache is read: the reading queries are planned too, and
 /// must not ask for it again.
 static mut LOADING: bool = false;
@@ -78,6 +81,8 @@ pub fn init() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn invalidate(_arg: pg_sys::Datum, relid: Oid) {
+    // SAFETY: see the statics.
+    unsafe { INVALIDATIONS += 1 };
     // SAFETY: see the statics.
     let cache = unsafe { &mut *std::ptr::addr_of_mut!(CACHE) };
     let drop_it = match cache {
@@ -100,6 +105,12 @@ pub fn any() -> bool {
     with(|r| !r.entries.is_empty()).unwrap_or(false)
 }
 
+/// Whether the extension, at a version with sequence mode, is installed in
+/// this database (false while the cache is being read).
+pub fn installed() -> bool {
+    with(|r| r.installed.is_some()).unwrap_or(false)
+}
+
 /// The registration of `seq`, if any, and the functions that serve it.
 pub fn lookup(seq: Oid) -> Option<(Entry, Functions)> {
     with(|r| Some((*r.entries.get(&seq)?, r.installed?.1))).flatten()
@@ -120,6 +131,11 @@ pub fn schema() -> Option<String> {
     with(|r| (!r.entries.is_empty() && r.installed.is_some()).then(|| r.schema.clone())).flatten()
 }
 
+/// Every registered sequence of this database.
+pub fn registered() -> Vec<Oid> {
+    with(|r| r.entries.keys().copied().collect()).unwrap_or_default()
+}
+
 /// Whether a registered sequence has the name `name` (unqualified, as
 /// PostgreSQL's messages name it); `None` when this backend has not read the
 /// registry. Never reads it (for the log hook).
@@ -131,9 +147,9 @@ pub fn registered_name(name: &str) -> Option<bool> {
     }
 }
 
-/// The functions that serve registered sequences, where any is registered.
+/// The functions that serve registered sequences, where the extension is installed.
 pub fn functions() -> Option<Functions> {
-    with(|r| if r.entries.is_empty() { None } else { r.installed.map(|(_, f)| f) }).flatten()
+    with(|r| r.installed.map(|(_, f)| f)).flatten()
 }
 
 fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
@@ -144,31 +160,64 @@ fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
         }
         if (*std::ptr::addr_of!(CACHE)).is_none() {
             LOADING = true;
+            let before = INVALIDATIONS;
             let loaded = std::panic::catch_unwind(load);
             LOADING = false;
             let loaded = loaded.unwrap_or_else(|e| std::panic::resume_unwind(e));
-            CACHE = Some(loaded);
             GENERATION += 1;
+            if INVALIDATIONS != before {
+                return Some(f(&loaded));
+            }
+            CACHE = Some(loaded);
         }
         (*std::ptr::addr_of!(CACHE)).as_ref().map(f)
     }
 }
 
+fn empty() -> Registry {
+    Registry { installed: None, schema: String::new(), entries: HashMap::new(), names: Default::default() }
+}
+
 fn load() -> Registry {
-    let mut saved = (pg_sys::InvalidOid, 0);
-    // SAFETY: switching to the bootstrap superuser for the reads below, as
-    // PostgreSQL's own RI triggers do; an ERROR in between is undone by the
-    // transaction's abort, which restores the user.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut saved.0, &mut saved.1);
-        pg_sys::SetUserIdAndSecContext(
-            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
-            saved.1 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
-        );
+    // Where the extension is not installed, a catalog lookup says so, with
+    // no query (this runs again after any relcache invalidation there).
+    // SAFETY: an index scan of pg_extension.
+    if unsafe { pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true) } == pg_sys::InvalidOid {
+        return empty();
     }
-    let registry = Spi::connect(|client| {
-        let mut registry =
-            Registry { installed: None, schema: String::new(), entries: HashMap::new(), names: Default::default() };
+    // The reads run as the bootstrap superuser (a role that may not see the
+    // extension's schema still gets its sequences' IDs), so nothing of the
+    // caller's may take part: search_path is pg_catalog alone for them, and
+    // they see the latest committed registry, not the statement's snapshot.
+    // SAFETY: a GUC nesting level and a snapshot of our own, undone below
+    // (or by the transaction's abort on an ERROR, as for a function's SET).
+    let nest = unsafe {
+        let nest = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            c"pg_catalog, pg_temp".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+        nest
+    };
+    let registry = super::nextval::as_superuser(read);
+    // SAFETY: as above.
+    unsafe {
+        pg_sys::PopActiveSnapshot();
+        pg_sys::AtEOXact_GUC(true, nest);
+    }
+    registry
+}
+
+fn read() -> Registry {
+    Spi::connect(|client| {
+        let mut registry = empty();
         let found = client
             .select(
                 "SELECT n.nspname::text, c.oid \
@@ -242,21 +291,19 @@ fn load() -> Registry {
             }
         }
         registry
-    });
-    // SAFETY: as above.
-    unsafe { pg_sys::SetUserIdAndSecContext(saved.0, saved.1) };
-    registry
+    })
 }
 
 /// Drops this backend's cache and tells every backend to drop theirs at
-/// the end of this transaction: the registry table's relcache entry is
-/// invalidated.
+/// the end of this transaction, and to plan everything again: a plan made
+/// before may hold a native `lastval()` or a `nextval($1)` that names no
+/// relation, and registrations are rare.
 pub fn changed(table: Oid) {
-    // SAFETY: see the statics; CacheInvalidateRelcacheByRelid queues the
-    // invalidation for this transaction's end (and this backend's next
-    // CommandCounterIncrement).
+    // SAFETY: see the statics; the invalidations are queued for this
+    // transaction's end (and this backend's next CommandCounterIncrement).
     unsafe {
         CACHE = None;
         pg_sys::CacheInvalidateRelcacheByRelid(table);
+        pg_sys::CacheInvalidateRelcacheAll();
     }
 }

@@ -7,8 +7,9 @@
 //! SELECT, RETURNING, CTEs, sublinks, rules and views, PREPARE and protocol
 //! prepared statements, and PL/pgSQL (all of it goes through the planner).
 //! A call whose argument is no constant, and `lastval()`, are sent to our
-//! function too, which decides at run time (the native one for a sequence
-//! not registered).
+//! function wherever the extension is installed, registrations or not: it
+//! decides at run time (the native one for a sequence not registered), and a
+//! plan made before a registration names no relation that would renew it.
 //!
 //! The planner scribbles on the Query it is given (callers pass a copy), but
 //! an identity default is a node of another type than the call that
@@ -82,14 +83,16 @@ unsafe extern "C-unwind" fn plan(
     }
 }
 
-/// The Query the planner gets: rewritten when this database has registered
-/// sequences.
+/// The Query the planner gets: rewritten where the extension is installed.
 ///
 /// # Safety
 /// `parse` is the planner's Query; the walk and the rebuild allocate in the
 /// current (planner's) memory context.
 unsafe fn prepare(parse: *mut Query) -> *mut Query {
-    if registry::any() {
+    // Where the extension is installed, even with nothing registered: a
+    // lastval() or a nextval($1) planned now may run after a registration,
+    // and no relation of theirs would make the plan be made again.
+    if registry::installed() {
         // SAFETY: the caller's contract.
         unsafe { rewrite(parse) }
     } else {

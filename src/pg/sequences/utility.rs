@@ -24,7 +24,9 @@ use crate::pg::error::{self, Raise};
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
 
 /// Options of ALTER SEQUENCE that would open the fence.
-const FENCE_OPTIONS: [&str; 4] = ["restart", "maxvalue", "cycle", "as"];
+/// (INCREMENT too: a block's size is the registration's, and a negative one
+/// would count native values down below the fence.)
+const FENCE_OPTIONS: [&str; 5] = ["restart", "maxvalue", "cycle", "as", "increment"];
 
 pub fn init() {
     // SAFETY: hooks are chained from _PG_init, in the postmaster, once.
@@ -49,8 +51,24 @@ unsafe extern "C-unwind" fn process_utility(
     let mut pstmt = pstmt;
     // SAFETY: the statement PostgreSQL is about to run.
     let statement = unsafe { (*pstmt).utilityStmt };
-    let mut refence = Vec::new();
-    if registry::any() {
+    // SAFETY: as above.
+    let kind = unsafe { (*statement).type_ };
+    if kind == NodeTag::T_DiscardStmt {
+        nextval::forget_session();
+    }
+    let mut refence = false;
+    // Only the statements looked at below read the registry, and never in
+    // a transaction that is aborted (a ROLLBACK) or outside one.
+    let concerned = matches!(
+        kind,
+        NodeTag::T_AlterSeqStmt
+            | NodeTag::T_AlterTableStmt
+            | NodeTag::T_TruncateStmt
+            | NodeTag::T_CallStmt
+            | NodeTag::T_ExecuteStmt
+    );
+    // SAFETY: a flag of this backend's transaction state.
+    if concerned && unsafe { pg_sys::IsTransactionState() } && registry::any() {
         // SAFETY: as above; the tags say which struct the node is. A
         // statement to change is copied first when the tree is read-only
         // (a cached plan's), as standard_ProcessUtility does.
@@ -58,7 +76,7 @@ unsafe extern "C-unwind" fn process_utility(
             match (*statement).type_ {
                 NodeTag::T_AlterSeqStmt => check_alter_sequence(statement.cast()),
                 NodeTag::T_AlterTableStmt => check_alter_table(statement.cast()),
-                NodeTag::T_TruncateStmt => refence = restarted_sequences(statement.cast()),
+                NodeTag::T_TruncateStmt => refence = (*statement.cast::<pg_sys::TruncateStmt>()).restart_seqs,
                 NodeTag::T_CallStmt | NodeTag::T_ExecuteStmt => {
                     if read_only_tree {
                         pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
@@ -93,8 +111,13 @@ unsafe extern "C-unwind" fn process_utility(
             ),
         }
     }
-    for seq in refence {
-        nextval::keep_fence(seq);
+    // TRUNCATE ... RESTART IDENTITY resets the sequences of the tables it
+    // names, and of those it reaches by CASCADE or inheritance: every
+    // registered sequence gets its fence again.
+    if refence {
+        for seq in registry::registered() {
+            nextval::keep_fence(seq);
+        }
     }
 }
 
@@ -257,45 +280,7 @@ fn describe(option: &str) -> &'static str {
         "restart" => "restart",
         "drop identity" => "drop the identity of",
         "as" => "change the type of",
+        "increment" => "change the increment of",
         _ => "change the limits of",
     }
-}
-
-/// The registered sequences a `TRUNCATE ... RESTART IDENTITY` resets.
-///
-/// # Safety
-/// `stmt` is a TruncateStmt.
-unsafe fn restarted_sequences(stmt: *mut pg_sys::TruncateStmt) -> Vec<Oid> {
-    let mut found = Vec::new();
-    // SAFETY: the caller's contract.
-    unsafe {
-        let relations = (*stmt).relations;
-        if !(*stmt).restart_seqs || relations.is_null() {
-            return found;
-        }
-        for i in 0..(*relations).length as usize {
-            let rv = (*(*relations).elements.add(i)).ptr_value.cast::<pg_sys::RangeVar>();
-            let table = pg_sys::RangeVarGetRelidExtended(
-                rv,
-                pg_sys::NoLock as _,
-                pg_sys::RVROption::RVR_MISSING_OK,
-                None,
-                std::ptr::null_mut(),
-            );
-            if table == pg_sys::InvalidOid {
-                continue;
-            }
-            let owned = pg_sys::getOwnedSequences(table);
-            if owned.is_null() {
-                continue;
-            }
-            for j in 0..(*owned).length as usize {
-                let seq = (*(*owned).elements.add(j)).oid_value;
-                if registry::lookup(seq).is_some() {
-                    found.push(seq);
-                }
-            }
-        }
-    }
-    found
 }

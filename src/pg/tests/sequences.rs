@@ -110,6 +110,9 @@ mod tests {
         let native = one::<i64>("SELECT nextval('seq_back')");
         let next = one::<i64>("SELECT nextval('seq_back')");
         assert!(native > last && next == native + 1, "{last}, then {native} and {next}");
+        // This server issues nothing more among the values it counts through.
+        let generated = one::<i64>("SELECT snowflake_next_id()");
+        assert!(generated > next + 4096, "{generated} after the native {next}");
         let registered = one::<i64>("SELECT count(*) FROM snowflake_sequences WHERE sequence = 'seq_back'::regclass");
         assert_eq!(registered, 0);
     }
@@ -192,13 +195,34 @@ mod tests {
     fn privileges_and_read_only_transactions_get_native_errors() {
         Spi::run(
             "CREATE SEQUENCE seq_private; SELECT snowflake_sequence_register('seq_private');
-             CREATE ROLE seq_outsider;",
+             CREATE ROLE seq_outsider; CREATE SCHEMA seq_outsiders AUTHORIZATION seq_outsider;",
         )
         .unwrap();
         Spi::run("SET LOCAL ROLE seq_outsider").unwrap();
         assert_pg_error("SELECT nextval('seq_private')", "42501", "permission denied for sequence seq_private");
         assert_pg_error("SELECT setval('seq_private', 1)", "42501", "permission denied for sequence seq_private");
         assert_pg_error("SELECT snowflake_sequence_unregister('seq_private')", "42501", "must be owner of sequence");
+        // Its own sequence, registered: no row of another owner may become
+        // it, and a setval above the IDs handed out would raise the server's
+        // floor, which is snowflake_raise_floor's right (not PUBLIC's).
+        Spi::run("CREATE SEQUENCE seq_outsiders.own; SELECT snowflake_sequence_register('seq_outsiders.own')").unwrap();
+        assert_pg_error(
+            "UPDATE snowflake_sequence_registry SET seq = 'seq_outsiders.own' WHERE seq = 'seq_private'::regclass",
+            "42501",
+            "must be owner of sequence",
+        );
+        assert_error(
+            "SELECT setval('seq_outsiders.own', snowflake_from_timestamp(clock_timestamp() + interval '10 minutes'))",
+            "42501",
+            "permission denied to raise the snowflake ID floor",
+        );
+        // Blocks need the right to generate in bulk.
+        Spi::run("CREATE SEQUENCE seq_outsiders.pooled INCREMENT BY 50").unwrap();
+        assert_error(
+            "SELECT snowflake_sequence_register('seq_outsiders.pooled')",
+            "42501",
+            "blocks need the right to generate in bulk",
+        );
         Spi::run("RESET ROLE; SET LOCAL transaction_read_only = on").unwrap();
         assert_pg_error(
             "SELECT nextval('seq_private')",
@@ -222,6 +246,8 @@ mod tests {
             ("ALTER SEQUENCE seq_ddl_free MAXVALUE 1000000", "cannot change the limits of sequence"),
             ("ALTER SEQUENCE seq_ddl_free CYCLE", "cannot change the limits of sequence"),
             ("ALTER SEQUENCE seq_ddl_free AS integer", "cannot change the type of sequence"),
+            ("ALTER SEQUENCE seq_ddl_free INCREMENT BY -1", "cannot change the increment of sequence"),
+            ("ALTER TABLE seq_ddl ALTER COLUMN id SET INCREMENT BY 2", "cannot change the increment of sequence"),
             ("ALTER TABLE seq_ddl ALTER COLUMN id RESTART WITH 1", "cannot restart sequence"),
             ("ALTER TABLE seq_ddl ALTER COLUMN id SET MAXVALUE 10", "cannot change the limits of sequence"),
             ("ALTER TABLE seq_ddl ALTER COLUMN id DROP IDENTITY", "cannot drop the identity of sequence"),
@@ -229,10 +255,8 @@ mod tests {
             assert_error(sql, "55000", what);
         }
         // What keeps the fence is allowed.
-        Spi::run(
-            "ALTER SEQUENCE seq_ddl_free INCREMENT BY 2; ALTER TABLE seq_ddl ALTER COLUMN id SET GENERATED ALWAYS",
-        )
-        .unwrap();
+        Spi::run("ALTER SEQUENCE seq_ddl_free CACHE 1; ALTER TABLE seq_ddl ALTER COLUMN id SET GENERATED ALWAYS")
+            .unwrap();
         Spi::run("TRUNCATE seq_ddl RESTART IDENTITY").unwrap();
         let fenced = one::<bool>(
             "SELECT last_value = max_value FROM pg_sequences
@@ -379,5 +403,45 @@ mod tests {
         )
         .unwrap();
         assert_eq!(all_ours("SELECT nextval('seq_par') FROM generate_series(1, 100)"), (100, 100, true));
+    }
+
+    /// The registry is read with search_path pinned to pg_catalog: an
+    /// operator a role puts first in its path never runs with the
+    /// superuser's rights the read has.
+    #[pg_test]
+    fn the_registry_read_ignores_the_callers_search_path() {
+        Spi::run(
+            "CREATE SCHEMA seq_evil;
+             CREATE FUNCTION seq_evil.eq(oid, oid) RETURNS boolean LANGUAGE plpgsql
+                 AS $$ BEGIN RAISE EXCEPTION 'the caller''s operator ran'; END $$;
+             CREATE OPERATOR seq_evil.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = seq_evil.eq);
+             CREATE SEQUENCE seq_path; SELECT snowflake_sequence_register('seq_path');
+             SET LOCAL search_path = seq_evil, public, pg_catalog;",
+        )
+        .unwrap();
+        assert!(ours(one::<i64>("SELECT nextval('seq_path')")));
+    }
+
+    #[pg_test]
+    fn lastval_planned_before_a_registration_and_discard_follow_the_registry() {
+        Spi::run(
+            "CREATE SEQUENCE seq_lv_plain; SELECT nextval('seq_lv_plain');
+             SET LOCAL plan_cache_mode = force_generic_plan;
+             PREPARE seq_lv AS SELECT lastval();
+             EXECUTE seq_lv;
+             CREATE SEQUENCE seq_lv; SELECT snowflake_sequence_register('seq_lv');",
+        )
+        .unwrap();
+        let v = one::<i64>("SELECT nextval('seq_lv')");
+        let last = one::<i64>("EXECUTE seq_lv");
+        Spi::run("DEALLOCATE seq_lv").unwrap();
+        assert_eq!(last, v, "a lastval() planned before the registration");
+        Spi::run("DISCARD SEQUENCES").unwrap();
+        assert_pg_error("SELECT currval('seq_lv')", "55000", "not yet defined in this session");
+    }
+
+    #[pg_test]
+    fn the_registry_trigger_function_refuses_a_direct_call() {
+        assert_error("SELECT snowflake_sequence_registry_changed()", "39P01", "is a trigger function");
     }
 }
