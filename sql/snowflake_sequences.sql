@@ -63,9 +63,15 @@ CREATE FUNCTION snowflake_sequence_dropped() RETURNS event_trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    DELETE FROM @extschema@.snowflake_sequence_registry r
-    WHERE r.seq::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
-                         WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'sequence');
+    -- Only when a registered one is among them: a DELETE makes every
+    -- backend plan again (the registry's statement trigger).
+    IF EXISTS (SELECT FROM @extschema@.snowflake_sequence_registry r
+               JOIN pg_event_trigger_dropped_objects() d ON d.objid = r.seq::oid
+               WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'sequence') THEN
+        DELETE FROM @extschema@.snowflake_sequence_registry r
+        WHERE r.seq::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
+                             WHERE d.classid = 'pg_class'::regclass AND d.object_type = 'sequence');
+    END IF;
 END
 $$;
 REVOKE EXECUTE ON FUNCTION snowflake_sequence_dropped() FROM PUBLIC;

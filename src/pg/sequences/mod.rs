@@ -11,6 +11,7 @@
 //!   native nextval and identity defaults;
 //! - [`nextval`]: those functions, with native nextval's checks;
 //! - [`parameters`]: EXECUTE's parameters call our functions;
+//! - [`privileged`]: work on a caller's behalf as superuser, with search_path pinned;
 //! - [`utility`]: the DDL that would open a registered sequence's fence is refused.
 //!
 //! Paths no hook reaches (trigger WHEN, CHECK, defaults a logical
@@ -21,6 +22,7 @@ mod fence;
 mod inline;
 mod nextval;
 mod parameters;
+mod privileged;
 mod registry;
 mod rewrite;
 mod utility;

@@ -98,6 +98,9 @@ fn remember(seq: Oid, value: i64, registered: bool) {
 }
 
 fn next_value(seq: Oid, check_permissions: bool) -> i64 {
+    // The lock first: taking it serves the invalidations that arrived, so a
+    // call that waited for an unregistration sees it (and goes native).
+    lock_sequence(seq);
     let Some((entry, _)) = registry::lookup(seq) else {
         // SAFETY: native nextval, with its own checks and errors.
         let value = unsafe { pg_sys::nextval_internal(seq, check_permissions) };
@@ -105,7 +108,6 @@ fn next_value(seq: Oid, check_permissions: bool) -> i64 {
         return value;
     };
     check_like_nextval(seq, check_permissions);
-    lock_sequence(seq);
     let config = settings::config();
     let template = config.codec.template(config.node);
     let plan =
@@ -205,7 +207,10 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
         }
         pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
     }
-    if value >= resume_id() {
+    // Values of the past (a restore's SEQUENCE SET of the fence, an empty
+    // table's reset) are no floor, even on a server that issued nothing yet.
+    let now_id = settings::config().codec.first_id_at(crate::pg::clock::now()).unwrap_or(i64::MAX);
+    if value >= resume_id().max(now_id) {
         // A floor is server-wide: the right to raise it is snowflake_raise_floor's.
         if !may_raise_floor() {
             error::new(
@@ -229,14 +234,16 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
 /// fails there. Registration leaves it so; a restore's SEQUENCE SET, which
 /// meets the registry restored before it, would otherwise not.
 pub(super) fn keep_fence(seq: Oid) {
-    as_superuser(|| keep_fence_now(seq));
+    super::privileged::run(|| keep_fence_now(seq));
 }
 
 fn keep_fence_now(seq: Oid) {
-    let max =
-        Spi::get_one_with_args::<i64>("SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = $1", &[seq.into()])
-            .ok()
-            .flatten();
+    let max = Spi::get_one_with_args::<i64>(
+        "SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid OPERATOR(pg_catalog.=) $1",
+        &[seq.into()],
+    )
+    .ok()
+    .flatten();
     if let Some(max) = max {
         // SAFETY: native setval of the sequence's own MAXVALUE, which it accepts.
         unsafe {
@@ -261,25 +268,6 @@ fn may_raise_floor() -> bool {
     .ok()
     .flatten()
     .unwrap_or(false)
-}
-
-/// Runs `f` as the bootstrap superuser (a fixed operation on the caller's
-/// behalf, such as setting a fence back), as PostgreSQL's RI triggers switch
-/// user; an ERROR in between is undone by the transaction's abort.
-pub(super) fn as_superuser<R>(f: impl FnOnce() -> R) -> R {
-    let mut saved = (pg_sys::InvalidOid, 0);
-    // SAFETY: saving and switching the current user, restored below.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut saved.0, &mut saved.1);
-        pg_sys::SetUserIdAndSecContext(
-            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
-            saved.1 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
-        );
-    }
-    let result = f();
-    // SAFETY: as above.
-    unsafe { pg_sys::SetUserIdAndSecContext(saved.0, saved.1) };
-    result
 }
 
 fn check_privilege(seq: Oid, mode: u32) {
@@ -383,7 +371,7 @@ pub fn snowflake_sequence_resume_value() -> i64 {
     let template = config.codec.template(config.node);
     let tick = config.codec.decode(above).map_or(0, |d| d.tick);
     let tick_end = template.encode(template.position(tick + 1) - 1, shmem::read().generator.clock_back());
-    as_superuser(|| floor::raise_to(tick_end));
+    super::privileged::run(|| floor::raise_to(tick_end));
     above
 }
 

@@ -179,6 +179,12 @@ fn empty() -> Registry {
 }
 
 fn load() -> Registry {
+    // A parallel worker may take no new snapshot; it runs no nextval either
+    // (sequence functions are PARALLEL UNSAFE), so it needs no registry.
+    // SAFETY: a flag of this backend's transaction state.
+    if unsafe { pg_sys::IsInParallelMode() } {
+        return empty();
+    }
     // Where the extension is not installed, a catalog lookup says so, with
     // no query (this runs again after any relcache invalidation there).
     // SAFETY: an index scan of pg_extension.
@@ -186,32 +192,13 @@ fn load() -> Registry {
         return empty();
     }
     // The reads run as the bootstrap superuser (a role that may not see the
-    // extension's schema still gets its sequences' IDs), so nothing of the
-    // caller's may take part: search_path is pg_catalog alone for them, and
-    // they see the latest committed registry, not the statement's snapshot.
-    // SAFETY: a GUC nesting level and a snapshot of our own, undone below
-    // (or by the transaction's abort on an ERROR, as for a function's SET).
-    let nest = unsafe {
-        let nest = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
-        nest
-    };
-    let registry = super::nextval::as_superuser(read);
+    // extension's schema still gets its sequences' IDs), and see the latest
+    // committed registry, not the statement's snapshot.
+    // SAFETY: a snapshot of our own, popped below (or by the abort on an ERROR).
+    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot()) };
+    let registry = super::privileged::run(read);
     // SAFETY: as above.
-    unsafe {
-        pg_sys::PopActiveSnapshot();
-        pg_sys::AtEOXact_GUC(true, nest);
-    }
+    unsafe { pg_sys::PopActiveSnapshot() };
     registry
 }
 

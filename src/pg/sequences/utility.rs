@@ -53,7 +53,13 @@ unsafe extern "C-unwind" fn process_utility(
     let statement = unsafe { (*pstmt).utilityStmt };
     // SAFETY: as above.
     let kind = unsafe { (*statement).type_ };
-    if kind == NodeTag::T_DiscardStmt {
+    // SAFETY: as above: a DiscardStmt by its tag.
+    if kind == NodeTag::T_DiscardStmt
+        && matches!(
+            unsafe { (*statement.cast::<pg_sys::DiscardStmt>()).target },
+            pg_sys::DiscardMode::DISCARD_ALL | pg_sys::DiscardMode::DISCARD_SEQUENCES
+        )
+    {
         nextval::forget_session();
     }
     let mut refence = false;

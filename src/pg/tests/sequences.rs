@@ -420,6 +420,8 @@ mod tests {
         )
         .unwrap();
         assert!(ours(one::<i64>("SELECT nextval('seq_path')")));
+        // setval sets the fence back as superuser: the same pinned path.
+        assert_eq!(one::<i64>("SELECT setval('seq_path', 5)"), 5);
     }
 
     #[pg_test]
