@@ -53,13 +53,10 @@ unsafe extern "C-unwind" fn process_utility(
     let statement = unsafe { (*pstmt).utilityStmt };
     // SAFETY: as above.
     let kind = unsafe { (*statement).type_ };
-    // SAFETY: as above: a DiscardStmt by its tag.
-    if kind == NodeTag::T_DiscardStmt
-        && matches!(
-            unsafe { (*statement.cast::<pg_sys::DiscardStmt>()).target },
-            pg_sys::DiscardMode::DISCARD_ALL | pg_sys::DiscardMode::DISCARD_SEQUENCES
-        )
-    {
+    // SAFETY: as above: a DiscardStmt, by its tag.
+    let discard =
+        (kind == NodeTag::T_DiscardStmt).then(|| unsafe { (*statement.cast::<pg_sys::DiscardStmt>()).target });
+    if matches!(discard, Some(pg_sys::DiscardMode::DISCARD_ALL | pg_sys::DiscardMode::DISCARD_SEQUENCES)) {
         nextval::forget_session();
     }
     let mut refence = false;
