@@ -359,20 +359,17 @@ fn resume_id() -> i64 {
     state.generator.template().encode(next.position, next.clock_back)
 }
 
-/// Where a sequence that is unregistered continues natively: above every ID
-/// this server handed out. Its floor is raised past the end of that ID's
-/// tick first, so that this server issues nothing more among the values the
-/// native sequence counts through. (Those values lie in the ID space of that
-/// millisecond: other servers' IDs of it may repeat them; docs/sequences.md.)
+/// Where a sequence that is unregistered continues natively: the last ID
+/// this server may issue in the tick of its next ID. Every ID it handed out
+/// lies at or below it, and none it issues later lies among the values the
+/// native sequence counts through next (they belong to the node numbers
+/// above this one in that tick). A read: nothing of the generator moves.
 #[pg_extern(volatile, parallel_unsafe)]
 pub fn snowflake_sequence_resume_value() -> i64 {
-    let above = resume_id();
-    let config = settings::config();
-    let template = config.codec.template(config.node);
-    let tick = config.codec.decode(above).map_or(0, |d| d.tick);
-    let tick_end = template.encode(template.position(tick + 1) - 1, shmem::read().generator.clock_back());
-    super::privileged::run(|| floor::raise_to(tick_end));
-    above
+    let state = shmem::read();
+    let next = state.generator.resume_point();
+    let template = state.generator.template();
+    template.encode(template.position(template.tick_of(next.position) + 1) - 1, next.clock_back)
 }
 
 /// The registry's statement trigger: every backend reads the registry again.
