@@ -81,7 +81,31 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     seq regclass;
+    sq pg_sequence;
+    last bigint;
+    called boolean;
 BEGIN
+    -- A row written by a role other than a superuser (a restore) must be
+    -- what snowflake_sequence_register writes: a bigint sequence, fenced,
+    -- whose blocks fit, by a role with the right to generate them.
+    IF TG_OP <> 'DELETE' AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user) THEN
+        SELECT * INTO sq FROM pg_sequence p WHERE p.seqrelid = NEW.seq;
+        IF NOT FOUND OR sq.seqtypid <> 'bigint'::regtype THEN
+            RAISE EXCEPTION '"%" is no bigint sequence', NEW.seq USING ERRCODE = 'wrong_object_type',
+                HINT = 'Register sequences with snowflake_sequence_register().';
+        END IF;
+        PERFORM @extschema@.snowflake_sequence_check_block(sq.seqincrement, NEW.block_mode);
+        IF NOT has_function_privilege('@extschema@.snowflake_next_id()', 'EXECUTE')
+           OR (sq.seqincrement > 1 AND NOT has_function_privilege('@extschema@.snowflake_next_ids(integer)', 'EXECUTE')) THEN
+            RAISE EXCEPTION 'permission denied to register sequence "%"', NEW.seq USING ERRCODE = 'insufficient_privilege',
+                HINT = 'Register sequences with snowflake_sequence_register(), which says which right is missing.';
+        END IF;
+        EXECUTE format('SELECT last_value, is_called FROM %s', NEW.seq) INTO last, called;
+        IF sq.seqcycle OR NOT called OR last <> sq.seqmax THEN
+            RAISE EXCEPTION 'sequence "%" is not fenced', NEW.seq USING ERRCODE = 'object_not_in_prerequisite_state',
+                HINT = 'Register sequences with snowflake_sequence_register(), which sets the fence.';
+        END IF;
+    END IF;
     -- The row's sequence before and after: an UPDATE may not move another
     -- owner's row. A row of a sequence that is gone (dropped) may go by anyone.
     FOR seq IN SELECT s FROM unnest(ARRAY[CASE WHEN TG_OP <> 'INSERT' THEN OLD.seq END,

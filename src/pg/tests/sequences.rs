@@ -222,6 +222,14 @@ mod tests {
             "42501",
             "permission denied to raise the snowflake ID floor",
         );
+        // Nor may a row go in by hand without what registering checks.
+        Spi::run("CREATE SEQUENCE seq_outsiders.unfenced").unwrap();
+        assert_error(
+            "INSERT INTO snowflake_sequence_registry (seq, block_mode, native_max, native_cycle)
+             VALUES ('seq_outsiders.unfenced', 'either', 100, false)",
+            "55000",
+            "is not fenced",
+        );
         // Blocks need the right to generate in bulk.
         Spi::run("CREATE SEQUENCE seq_outsiders.pooled INCREMENT BY 50").unwrap();
         assert_error(
