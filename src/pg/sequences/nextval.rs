@@ -238,8 +238,14 @@ pub(super) fn keep_fence(seq: Oid) {
 }
 
 fn keep_fence_now(seq: Oid) {
+    // Only a sequence that lost its fence, and never another session's
+    // temporary one (which this session may not touch).
     let max = Spi::get_one_with_args::<i64>(
-        "SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid OPERATOR(pg_catalog.=) $1",
+        "SELECT s.seqmax FROM pg_catalog.pg_sequence s JOIN pg_catalog.pg_class c ON c.oid = s.seqrelid \
+         WHERE s.seqrelid = $1 \
+           AND CASE WHEN c.relpersistence <> 't' OR c.relnamespace = pg_catalog.pg_my_temp_schema() \
+                    THEN pg_catalog.pg_sequence_last_value(s.seqrelid::pg_catalog.regclass) IS DISTINCT FROM s.seqmax \
+                    ELSE false END",
         &[seq.into()],
     )
     .ok()

@@ -223,7 +223,12 @@ fn read() -> Registry {
         let mut functions = Functions::default();
         let procs = client
             .select(
+                // Members of the extension only: a function of the same
+                // name another role made in its schema is never called.
                 "SELECT p.proname::text, p.pronargs::int, p.oid FROM pg_catalog.pg_proc p \
+                 JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+                      AND d.objid = p.oid AND d.deptype = 'e' \
+                 JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id' \
                  WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_catalog.pg_class c WHERE c.oid = $1) \
                    AND p.proname LIKE 'snowflake\\_sequence\\_%'",
                 None,
