@@ -165,7 +165,12 @@ fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
             LOADING = false;
             let loaded = loaded.unwrap_or_else(|e| std::panic::resume_unwind(e));
             GENERATION += 1;
-            if INVALIDATIONS != before {
+            // A transaction of REPEATABLE READ or SERIALIZABLE that has
+            // written reads through SPI with its own snapshot, which may
+            // predate a registration: what it read is used, never kept.
+            let xact_snapshot = pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32
+                && pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
+            if INVALIDATIONS != before || xact_snapshot {
                 return Some(f(&loaded));
             }
             CACHE = Some(loaded);
