@@ -84,3 +84,80 @@ fn both_extensions_load_in_either_order_and_both_generate() {
         assert!(row.get::<_, bool>(4), "{order}: its timestamps decode to now");
     }
 }
+
+/// Sequence mode's hooks (planner, utility, log) chain with those of
+/// pg_stat_statements in either load order: registered sequences serve
+/// every path, and pg_stat_statements still counts the statements. COPY FROM
+/// into a registered default is run by snowflake_id only where its utility
+/// hook is the last before PostgreSQL's; listed after another library, it
+/// refuses that COPY before reading a row, with a hint.
+#[test]
+fn sequence_mode_chains_with_pg_stat_statements_in_either_order() {
+    use std::io::Write;
+    // Its own copy of the stand-in: the tests of this file run at once.
+    let _stand_in = install_c_library("pgedge_standin_chain", STAND_IN);
+    for order in
+        ["snowflake_id,pg_stat_statements,pgedge_standin_chain", "pgedge_standin_chain,pg_stat_statements,snowflake_id"]
+    {
+        let c = Cluster::new("chain", &[&format!("shared_preload_libraries = '{order}'"), "snowflake.node = 3"]);
+        c.start();
+        let mut s = c.session();
+        s.batch_execute(
+            "CREATE EXTENSION pg_stat_statements;
+             CREATE TABLE chained (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, note text);
+             SELECT snowflake_sequence_register(pg_get_serial_sequence('chained', 'id'));
+             SELECT pg_stat_statements_reset();
+             INSERT INTO chained (note) SELECT 'i' || i FROM generate_series(1, 100) i;",
+        )
+        .unwrap_or_else(|e| panic!("{order}: {:?}", db_error(&e)));
+        let copied = s.copy_in("COPY chained (note) FROM STDIN").and_then(|mut w| {
+            for i in 0..1000 {
+                writeln!(w, "c{i}").unwrap();
+            }
+            w.finish()
+        });
+        let snowflake_last = order.ends_with("snowflake_id");
+        match copied {
+            Ok(rows) => {
+                assert!(!snowflake_last, "{order}: COPY ran though another utility hook follows ours");
+                assert_eq!(rows, 1000, "{order}");
+            }
+            Err(e) => {
+                assert!(snowflake_last, "{order}: {:?}", db_error(&e));
+                let (state, message, hint) = db_error(&e);
+                assert_eq!(state, "0A000", "{order}: {message}");
+                assert!(hint.contains("first in shared_preload_libraries"), "{order}: {hint}");
+                // The client library loses its footing after an error that
+                // precedes COPY's data: a new session.
+                s = c.session();
+            }
+        }
+        let (rows, ours, distinct): (i64, i64, i64) = {
+            let r = s
+                .query_one(
+                    "SELECT count(*), count(*) FILTER (WHERE d.worker_id IS NOT NULL
+                            AND d.ts > now() - interval '10 minutes'), count(DISTINCT id)
+                     FROM chained, snowflake_decode(id) d",
+                    &[],
+                )
+                .unwrap();
+            (r.get(0), r.get(1), r.get(2))
+        };
+        let expected = if snowflake_last { 100 } else { 1100 };
+        assert_eq!((rows, ours, distinct), (expected, expected, expected), "{order}");
+        let counted: i64 = s
+            .query_one(
+                "SELECT coalesce(sum(rows), 0)::bigint FROM pg_stat_statements
+                 WHERE query LIKE 'INSERT INTO chained%' OR query LIKE 'COPY chained%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(counted, expected, "{order}: pg_stat_statements counts every row stored");
+        s.batch_execute("CREATE FUNCTION standin_nextval() RETURNS bigint AS 'pgedge_standin_chain' LANGUAGE c").unwrap();
+        let node: i32 =
+            s.query_one("SELECT worker_id FROM snowflake_decode(standin_nextval(), 'pgedge')", &[]).map_or(-1, |r| r.get(0));
+        assert_eq!(node, 3, "{order}: the stand-in generates beside sequence mode");
+        c.stop();
+    }
+}

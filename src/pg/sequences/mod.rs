@@ -10,14 +10,18 @@
 //! - [`rewrite`]: the planner hook that puts our functions in place of
 //!   native nextval and identity defaults;
 //! - [`nextval`]: those functions, with native nextval's checks;
+//! - [`checked`]: what those checks found, kept for the transaction;
 //! - [`parameters`]: EXECUTE's parameters call our functions;
 //! - [`privileged`]: work on a caller's behalf as superuser, with search_path pinned;
-//! - [`utility`]: the DDL that would open a registered sequence's fence is refused.
+//! - [`utility`]: the DDL that would open a registered sequence's fence is refused;
+//! - [`copy`]: COPY FROM fills registered defaults with our functions.
 //!
 //! Paths no hook reaches (trigger WHEN, CHECK, defaults a logical
 //! replication apply worker fills in) meet the fence registration sets, the
 //! sequence's MAXVALUE at its current value: an error, never a small number.
 
+mod checked;
+mod copy;
 mod fence;
 mod inline;
 mod nextval;
@@ -40,6 +44,7 @@ pgrx::extension_sql_file!(
 
 pub fn init() {
     registry::init();
+    checked::init();
     inline::init();
     fence::init();
     rewrite::init();

@@ -9,7 +9,7 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::registry;
+use super::{checked, registry};
 use crate::pg::error::{self, Raise};
 use crate::pg::{floor, generate, settings, shmem};
 use crate::snowflake::block::{BlockError, BlockPlan, Convention};
@@ -89,25 +89,61 @@ pub(super) fn forget_session() {
     }
 }
 
+/// Keeps the last value in LAST, and moves the one it replaces into CURRENT
+/// only when the sequence changes: a run of calls of one sequence touches
+/// no map.
 fn remember(seq: Oid, value: i64, registered: bool) {
     // SAFETY: see the statics.
     unsafe {
-        (*std::ptr::addr_of_mut!(CURRENT)).get_or_insert_with(HashMap::new).insert(seq, value);
+        if let Some((last, last_value, _)) = LAST.filter(|(last, _, _)| *last != seq) {
+            (*std::ptr::addr_of_mut!(CURRENT)).get_or_insert_with(HashMap::new).insert(last, last_value);
+        }
         LAST = Some((seq, value, registered));
     }
 }
 
+/// What this session's last nextval of `seq` returned.
+fn current(seq: Oid) -> Option<i64> {
+    // SAFETY: see the statics.
+    unsafe {
+        match LAST {
+            Some((last, value, _)) if last == seq => Some(value),
+            _ => (*std::ptr::addr_of!(CURRENT)).as_ref().and_then(|c| c.get(&seq).copied()),
+        }
+    }
+}
+
 fn next_value(seq: Oid, check_permissions: bool) -> i64 {
-    // The lock first: taking it serves the invalidations that arrived, so a
-    // call that waited for an unregistration sees it (and goes native).
-    lock_sequence(seq);
-    let Some((entry, _)) = registry::lookup(seq) else {
-        // SAFETY: native nextval, with its own checks and errors.
-        let value = unsafe { pg_sys::nextval_internal(seq, check_permissions) };
-        remember(seq, value, false);
-        return value;
+    let (entry, temporary) = match checked::recent(seq, check_permissions) {
+        Some(known) => known,
+        None => {
+            // The lock first: taking it serves the invalidations that
+            // arrived, so a call that waited for an unregistration sees it
+            // (and goes native).
+            lock_sequence(seq);
+            let Some((entry, _)) = registry::lookup(seq) else {
+                // SAFETY: native nextval, with its own checks and errors.
+                let value = unsafe { pg_sys::nextval_internal(seq, check_permissions) };
+                remember(seq, value, false);
+                return value;
+            };
+            if check_permissions {
+                check_privilege(seq, pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE);
+            }
+            // SAFETY: a catalog lookup.
+            let temporary =
+                unsafe { pg_sys::get_rel_persistence(seq) } == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char;
+            checked::keep(seq, check_permissions, entry, temporary);
+            (entry, temporary)
+        }
     };
-    check_like_nextval(seq, check_permissions);
+    // SAFETY: PostgreSQL's own checks, which raise their ERRORs through pgrx's guard.
+    unsafe {
+        if !temporary {
+            pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
+        }
+        pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
+    }
     let config = settings::config();
     let template = config.codec.template(config.node);
     let plan =
@@ -132,9 +168,7 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_currval(fcinfo: pg_sys::Funct
         return unsafe { pg_sys::OidFunctionCall1Coll(pg_sys::F_CURRVAL.into(), pg_sys::InvalidOid, seq.into()) };
     }
     check_privilege(seq, pg_sys::ACL_SELECT | pg_sys::ACL_USAGE);
-    // SAFETY: see the statics.
-    let value = unsafe { (*std::ptr::addr_of!(CURRENT)).as_ref().and_then(|c| c.get(&seq).copied()) };
-    match value {
+    match current(seq) {
         Some(v) => pg_sys::Datum::from(v),
         None => error::new(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -302,26 +336,25 @@ pub(super) fn rel_name(seq: Oid) -> String {
     }
 }
 
-/// Takes the lock native nextval takes on a sequence (after the first call
-/// of a transaction, a lookup in this backend's own lock table): an
-/// unregistration, whose ALTER SEQUENCE conflicts with it, waits for every
-/// transaction that took snowflake IDs through the sequence.
+/// Takes the lock native nextval takes on a sequence, as native nextval
+/// takes it: once a transaction, owned by the top transaction (so that a
+/// subtransaction's end keeps it). An unregistration, whose ALTER SEQUENCE
+/// conflicts with it, waits for every transaction that took snowflake IDs
+/// through the sequence.
 fn lock_sequence(seq: Oid) {
-    // SAFETY: a heavyweight lock on a relation, released at transaction end.
-    unsafe { pg_sys::LockRelationOid(seq, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
-}
-
-/// The checks native nextval makes before it hands out a value, with its errors.
-fn check_like_nextval(seq: Oid, check_permissions: bool) {
-    if check_permissions {
-        check_privilege(seq, pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE);
-    }
-    // SAFETY: PostgreSQL's own checks, which raise their ERRORs through pgrx's guard.
-    unsafe {
-        if pg_sys::get_rel_persistence(seq) != pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
-            pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
+    /// Gives the statement's resource owner back, on an ERROR too.
+    struct Restore(pg_sys::ResourceOwner);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: puts back the owner this backend had.
+            unsafe { pg_sys::CurrentResourceOwner = self.0 };
         }
-        pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
+    }
+    // SAFETY: a heavyweight lock on a relation, released at transaction end.
+    unsafe {
+        let _restore = Restore(pg_sys::CurrentResourceOwner);
+        pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        pg_sys::LockRelationOid(seq, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
     }
 }
 

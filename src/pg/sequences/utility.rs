@@ -10,7 +10,8 @@
 //! start, so it is let through and the fence set again after it.
 //!
 //! What PostgreSQL evaluates without the planner gets our functions here:
-//! CALL's arguments, and EXECUTE's parameters ([`super::parameters`]).
+//! CALL's arguments, EXECUTE's parameters ([`super::parameters`]), and the
+//! defaults COPY FROM fills ([`super::copy`]).
 
 use std::ffi::{c_char, CStr};
 
@@ -18,7 +19,7 @@ use pgrx::pg_sys::{self, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::{nextval, parameters, registry, rewrite};
+use super::{copy, nextval, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
@@ -69,6 +70,7 @@ unsafe extern "C-unwind" fn process_utility(
             | NodeTag::T_TruncateStmt
             | NodeTag::T_CallStmt
             | NodeTag::T_ExecuteStmt
+            | NodeTag::T_CopyStmt
     );
     // SAFETY: a flag of this backend's transaction state.
     if concerned && unsafe { pg_sys::IsTransactionState() } && registry::any() {
@@ -80,6 +82,23 @@ unsafe extern "C-unwind" fn process_utility(
                 NodeTag::T_AlterSeqStmt => check_alter_sequence(statement.cast()),
                 NodeTag::T_AlterTableStmt => check_alter_table(statement.cast()),
                 NodeTag::T_TruncateStmt => refence = (*statement.cast::<pg_sys::TruncateStmt>()).restart_seqs,
+                // Run here in place of PostgreSQL's COPY, which it would be
+                // next to run only where no other library's hook follows.
+                NodeTag::T_CopyStmt => {
+                    if let copy::Plan::Serve = copy::plan(statement.cast(), { PREVIOUS }.is_none()) {
+                        if read_only_tree {
+                            pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
+                        }
+                        let processed = copy::run((*pstmt).utilityStmt.cast(), query_string, query_env);
+                        if !qc.is_null() {
+                            (*qc).commandTag = pg_sys::CommandTag::CMDTAG_COPY;
+                            (*qc).nprocessed = processed;
+                        }
+                        // As standard_ProcessUtility ends every statement.
+                        pg_sys::CommandCounterIncrement();
+                        return;
+                    }
+                }
                 NodeTag::T_CallStmt | NodeTag::T_ExecuteStmt => {
                     if read_only_tree {
                         pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
@@ -163,7 +182,7 @@ unsafe fn call_previous(
 ///
 /// # Safety
 /// `list` is NULL or a List of DefElem.
-unsafe fn option_names(list: *mut pg_sys::List) -> Vec<String> {
+pub(super) unsafe fn option_names(list: *mut pg_sys::List) -> Vec<String> {
     let mut names = Vec::new();
     // SAFETY: the caller's contract.
     unsafe {
@@ -239,7 +258,7 @@ unsafe fn check_alter_table(stmt: *mut pg_sys::AlterTableStmt) {
 ///
 /// # Safety
 /// `table` is a relation's OID.
-unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
+pub(super) unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
     // SAFETY: the caller's contract; catalog lookups.
     unsafe {
         let owned = pg_sys::getOwnedSequences(table);

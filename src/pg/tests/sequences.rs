@@ -102,6 +102,46 @@ mod tests {
     }
 
     #[pg_test]
+    fn copy_from_fills_registered_defaults_with_snowflake_ids() {
+        Spi::run(
+            "CREATE TABLE seq_copy_s (id bigserial PRIMARY KEY, note text);
+             CREATE TABLE seq_copy_i (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, note text);
+             CREATE TABLE seq_copy_n (id bigserial PRIMARY KEY, note text);
+             SELECT snowflake_sequence_register('seq_copy_s_id_seq');
+             SELECT snowflake_sequence_register(pg_get_serial_sequence('seq_copy_i', 'id'));",
+        )
+        .unwrap();
+        let path = format!("/tmp/snowflake_copy_{}.csv", one::<i32>("SELECT pg_backend_pid()"));
+        let copy = |sql: &str| Spi::run(&sql.replace("FILE", &format!("'{path}'"))).unwrap();
+        copy("COPY (SELECT 'n' || i FROM generate_series(1, 1000) i) TO FILE");
+        copy("COPY seq_copy_s (note) FROM FILE");
+        copy("COPY seq_copy_i (note) FROM FILE WHERE note <> 'n7'");
+        copy("COPY seq_copy_n (note) FROM FILE");
+        assert_eq!(all_ours("SELECT id FROM seq_copy_s"), (1000, 1000, true));
+        // The WHERE clause is applied as PostgreSQL applies it.
+        assert_eq!(all_ours("SELECT id FROM seq_copy_i"), (999, 999, true));
+        // An unregistered sequence stays native.
+        assert_eq!(one::<i64>("SELECT max(id) FROM seq_copy_n"), 1000);
+        // A key in the data is stored as given.
+        copy("COPY (SELECT 5, 'given') TO FILE");
+        copy("COPY seq_copy_s FROM FILE");
+        assert_eq!(one::<i64>("SELECT id FROM seq_copy_s WHERE note = 'given'"), 5);
+        // COPY's command tag counts the rows.
+        copy("COPY (SELECT 'tagged') TO FILE");
+        let copied = Spi::connect_mut(|client| {
+            client.update(&format!("COPY seq_copy_s (note) FROM '{path}'"), None, &[]).unwrap().len()
+        });
+        assert_eq!(copied, 1);
+        // Privileges are checked as native COPY checks them.
+        Spi::run("CREATE ROLE seq_copy_writer").unwrap();
+        let as_writer = format!("SET LOCAL ROLE seq_copy_writer; COPY seq_copy_s (note) FROM '{path}'");
+        assert_pg_error(&as_writer, "42501", "COPY from a file");
+        Spi::run("GRANT pg_read_server_files TO seq_copy_writer").unwrap();
+        assert_pg_error(&as_writer, "42501", "permission denied for table seq_copy_s");
+        std::fs::remove_file(&path).ok();
+    }
+
+    #[pg_test]
     fn unregistering_continues_natively_above_the_ids_handed_out() {
         Spi::run("CREATE SEQUENCE seq_back; SELECT snowflake_sequence_register('seq_back')").unwrap();
         let last = one::<i64>("SELECT nextval('seq_back')");
@@ -243,6 +283,29 @@ mod tests {
             "25006",
             "cannot execute nextval() in a read-only transaction",
         );
+    }
+
+    #[pg_test]
+    fn a_privilege_revoked_mid_transaction_is_seen_as_native_nextval_sees_it() {
+        Spi::run(
+            "CREATE SEQUENCE seq_granted; SELECT snowflake_sequence_register('seq_granted');
+             CREATE ROLE seq_member; CREATE ROLE seq_group; GRANT seq_group TO seq_member;
+             GRANT USAGE ON SEQUENCE seq_granted TO seq_member, seq_group;",
+        )
+        .unwrap();
+        let as_member = |sql: &str| format!("SET LOCAL ROLE seq_member; {sql}");
+        // Checked once, then kept for the transaction: a REVOKE drops what was kept.
+        Spi::run("SET LOCAL ROLE seq_member").unwrap();
+        assert!(ours(one::<i64>("SELECT nextval('seq_granted')")));
+        Spi::run("RESET ROLE; REVOKE USAGE ON SEQUENCE seq_granted FROM seq_member").unwrap();
+        // Still a member of a group that holds it.
+        Spi::run("SET LOCAL ROLE seq_member").unwrap();
+        assert!(ours(one::<i64>("SELECT nextval('seq_granted')")));
+        Spi::run("RESET ROLE; REVOKE seq_group FROM seq_member").unwrap();
+        assert_pg_error(&as_member("SELECT nextval('seq_granted')"), "42501", "permission denied for sequence");
+        Spi::run("RESET ROLE").unwrap();
+        // The superuser, calling next, is checked as itself.
+        assert!(ours(one::<i64>("SELECT nextval('seq_granted')")));
     }
 
     #[pg_test]
