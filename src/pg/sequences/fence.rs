@@ -1,6 +1,6 @@
 //! The fence's error says what it is. A path no hook reaches (a CHECK
-//! constraint, a trigger's WHEN, COPY FROM, a default a logical replication
-//! apply worker fills in) calls a registered sequence's native nextval and
+//! constraint, a trigger's WHEN, a default a logical replication apply
+//! worker fills in) calls a registered sequence's native nextval and
 //! meets the fence: PostgreSQL's "reached maximum value of sequence". This
 //! log hook adds a hint to that error, naming the way out.
 
@@ -56,8 +56,8 @@ unsafe extern "C-unwind" fn on_log(edata: *mut pg_sys::ErrorData) {
 /// backend's registry knows it, worded as a condition when the registry is
 /// not loaded here (an apply worker plans nothing).
 fn hint_for(name: &str) -> Option<String> {
-    let path = "a path no query plan covers (a CHECK constraint, a trigger's WHEN, COPY FROM, a default filled \
-                by logical replication) calls it directly";
+    let path = "a path no query plan covers (a CHECK constraint, a trigger's WHEN, a default filled by logical \
+                replication) calls it directly";
     let fix = format!("call snowflake_sequence_nextval('{name}') in its place, or let an INSERT fill the key");
     match registry::registered_name(name) {
         Some(true) => Some(format!("Sequence \"{name}\" is registered with snowflake_id, and {path}: {fix}.")),

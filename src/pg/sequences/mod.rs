@@ -14,12 +14,14 @@
 //! - [`parameters`]: EXECUTE's parameters call our functions;
 //! - [`privileged`]: work on a caller's behalf as superuser, with search_path pinned;
 //! - [`utility`]: the DDL that would open a registered sequence's fence is refused;
-//! - [`copy`]: COPY FROM fills registered defaults with our functions.
+//! - [`copy`]: COPY FROM fills registered defaults with our functions;
+//! - [`alter`]: so do ALTER TABLE's table rewrites.
 //!
 //! Paths no hook reaches (trigger WHEN, CHECK, defaults a logical
 //! replication apply worker fills in) meet the fence registration sets, the
 //! sequence's MAXVALUE at its current value: an error, never a small number.
 
+mod alter;
 mod checked;
 mod copy;
 mod fence;

@@ -1,5 +1,6 @@
-//! EXECUTE's parameters: raw expressions that PostgreSQL analyses and
-//! evaluates with expression_planner, never the planner. A call of nextval,
+//! Raw expressions that PostgreSQL analyses and evaluates with
+//! expression_planner, never the planner: EXECUTE's parameters, and the
+//! expressions of a table rewrite ([`super::alter`]). A call of nextval,
 //! currval, setval or lastval among them is renamed to our function of the
 //! same arguments, which serves a registered sequence and calls the native
 //! function for any other.
@@ -17,37 +18,56 @@ use super::registry;
 /// # Safety
 /// `params` is NULL or a List of raw expressions.
 pub unsafe fn rewrite(params: *mut pg_sys::List) {
-    let Some(schema) = registry::schema() else { return };
-    let Ok(schema) = CString::new(schema) else { return };
     // SAFETY: the caller's contract.
     unsafe {
         if params.is_null() {
             return;
         }
         for i in 0..(*params).length as usize {
-            let param = (*(*params).elements.add(i)).ptr_value.cast::<Node>();
-            rename(param, schema.as_ptr().cast_mut().cast());
+            rename_calls((*(*params).elements.add(i)).ptr_value.cast());
         }
     }
 }
 
+/// Renames the sequence function calls in a raw expression, in place (the
+/// caller owns the tree); whether there was any.
+///
+/// # Safety
+/// `node` is NULL or a raw expression tree.
+pub unsafe fn rename_calls(node: *mut Node) -> bool {
+    let Some(schema) = registry::schema() else { return false };
+    let Ok(schema) = CString::new(schema) else { return false };
+    let mut renaming = Renaming { schema: schema.as_ptr(), renamed: false };
+    // SAFETY: the caller's contract; the context lives through the walk.
+    unsafe { rename(node, (&raw mut renaming).cast()) };
+    renaming.renamed
+}
+
+struct Renaming {
+    schema: *const std::ffi::c_char,
+    renamed: bool,
+}
+
 #[pg_guard]
-unsafe extern "C-unwind" fn rename(node: *mut Node, schema: *mut c_void) -> bool {
+unsafe extern "C-unwind" fn rename(node: *mut Node, context: *mut c_void) -> bool {
     if node.is_null() {
         return false;
     }
-    // SAFETY: a raw expression tree; the walker visits every node of it.
+    // SAFETY: a raw expression tree; the walker visits every node of it;
+    // the context is rename_calls'.
     unsafe {
+        let renaming = context.cast::<Renaming>();
         if (*node).type_ == NodeTag::T_FuncCall {
             let call = node.cast::<pg_sys::FuncCall>();
             let args = if (*call).args.is_null() { 0 } else { (*(*call).args).length };
             if let Some(ours) = ours_for((*call).funcname).filter(|ours| arity_fits(ours, args)) {
-                let schema = pg_sys::makeString(pg_sys::pstrdup(schema.cast()));
+                let schema = pg_sys::makeString(pg_sys::pstrdup((*renaming).schema));
                 let name = pg_sys::makeString(pg_sys::pstrdup(ours.as_ptr()));
                 (*call).funcname = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), schema.cast()), name.cast());
+                (*renaming).renamed = true;
             }
         }
-        pg_sys::raw_expression_tree_walker(node, Some(rename), schema)
+        pg_sys::raw_expression_tree_walker(node, Some(rename), context)
     }
 }
 

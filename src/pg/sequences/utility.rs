@@ -10,8 +10,9 @@
 //! start, so it is let through and the fence set again after it.
 //!
 //! What PostgreSQL evaluates without the planner gets our functions here:
-//! CALL's arguments, EXECUTE's parameters ([`super::parameters`]), and the
-//! defaults COPY FROM fills ([`super::copy`]).
+//! CALL's arguments, EXECUTE's parameters ([`super::parameters`]), the
+//! defaults COPY FROM fills ([`super::copy`]), and the expressions of table
+//! rewrites ([`super::alter`]).
 
 use std::ffi::{c_char, CStr};
 
@@ -19,7 +20,7 @@ use pgrx::pg_sys::{self, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::{copy, nextval, parameters, registry, rewrite};
+use super::{alter, copy, nextval, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
@@ -61,6 +62,7 @@ unsafe extern "C-unwind" fn process_utility(
         nextval::forget_session();
     }
     let mut refence = false;
+    let mut restores = Vec::new();
     // Only the statements looked at below read the registry, and never in
     // a transaction that is aborted (a ROLLBACK) or outside one.
     let concerned = matches!(
@@ -80,7 +82,13 @@ unsafe extern "C-unwind" fn process_utility(
         unsafe {
             match (*statement).type_ {
                 NodeTag::T_AlterSeqStmt => check_alter_sequence(statement.cast()),
-                NodeTag::T_AlterTableStmt => check_alter_table(statement.cast()),
+                NodeTag::T_AlterTableStmt => {
+                    check_alter_table(statement.cast());
+                    if read_only_tree {
+                        pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
+                    }
+                    restores = alter::prepare((*pstmt).utilityStmt.cast());
+                }
                 NodeTag::T_TruncateStmt => refence = (*statement.cast::<pg_sys::TruncateStmt>()).restart_seqs,
                 // Run here in place of PostgreSQL's COPY, which it would be
                 // next to run only where no other library's hook follows.
@@ -133,6 +141,8 @@ unsafe extern "C-unwind" fn process_utility(
             ),
         }
     }
+    // SAFETY: after the ALTER TABLE they were prepared for, in its transaction.
+    unsafe { alter::restore(restores) };
     // TRUNCATE ... RESTART IDENTITY resets the sequences of the tables it
     // names, and of those it reaches by CASCADE or inheritance: every
     // registered sequence gets its fence again.

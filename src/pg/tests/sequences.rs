@@ -142,6 +142,33 @@ mod tests {
     }
 
     #[pg_test]
+    fn table_rewrites_that_evaluate_a_registered_sequence_get_snowflake_ids() {
+        Spi::run(
+            "CREATE TABLE seq_rw (v int); INSERT INTO seq_rw SELECT generate_series(1, 100);
+             CREATE SEQUENCE seq_rw_s; SELECT snowflake_sequence_register('seq_rw_s');
+             CREATE SEQUENCE seq_rw_plain;
+             ALTER TABLE seq_rw ADD COLUMN id bigint DEFAULT nextval('seq_rw_s'),
+                                ADD COLUMN n bigint DEFAULT nextval('seq_rw_plain');
+             ALTER TABLE seq_rw ADD COLUMN k bigint;
+             ALTER TABLE seq_rw ALTER COLUMN k TYPE bigint USING nextval('seq_rw_s');
+             INSERT INTO seq_rw (v) VALUES (101);",
+        )
+        .unwrap();
+        assert_eq!(all_ours("SELECT id FROM seq_rw"), (101, 101, true));
+        assert_eq!(all_ours("SELECT k FROM seq_rw WHERE v <= 100"), (100, 100, true));
+        // An unregistered sequence counts natively; the defaults stored are those written.
+        assert_eq!(one::<i64>("SELECT max(n) FROM seq_rw"), 101);
+        let defaults = one::<String>(
+            "SELECT string_agg(pg_get_expr(adbin, adrelid), ', ' ORDER BY adnum) FROM pg_attrdef
+             WHERE adrelid = 'seq_rw'::regclass",
+        );
+        assert_eq!(defaults, "nextval('seq_rw_s'::regclass), nextval('seq_rw_plain'::regclass)");
+        // A column that exists is left as it is.
+        Spi::run("ALTER TABLE seq_rw ADD COLUMN IF NOT EXISTS n bigint DEFAULT nextval('seq_rw_s')").unwrap();
+        assert_eq!(one::<i64>("SELECT max(n) FROM seq_rw"), 101);
+    }
+
+    #[pg_test]
     fn unregistering_continues_natively_above_the_ids_handed_out() {
         Spi::run("CREATE SEQUENCE seq_back; SELECT snowflake_sequence_register('seq_back')").unwrap();
         let last = one::<i64>("SELECT nextval('seq_back')");
