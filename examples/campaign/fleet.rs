@@ -46,8 +46,14 @@ const A_WORKER: i32 = 31;
 /// The default epoch (2025-01-01), in Unix milliseconds.
 const EPOCH_MS: i64 = 1_735_689_600_000;
 
+/// The tables clients write, and the sequences of sequence mode: an
+/// identity column and a pooled allocator's sequence, both registered.
 const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text);
-                     CREATE TABLE clash (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text)";
+                     CREATE TABLE clash (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text);
+                     CREATE TABLE ts (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+                     SELECT snowflake_sequence_register(pg_get_serial_sequence('ts', 'id'));
+                     CREATE SEQUENCE pooled INCREMENT BY 20;
+                     SELECT snowflake_sequence_register('pooled')";
 
 /// The default layout's widest worker number.
 const MAX_WORKER: i32 = 31;

@@ -38,8 +38,16 @@ impl Targets {
     }
 }
 
-/// The operations, with their weights.
-const OPERATIONS: [(&str, u64); 4] = [("insert", 40), ("select", 25), ("bulk", 10), ("rollback", 25)];
+/// The operations, with their weights: snowflake_next_id() as a default,
+/// alone, in bulk and rolled back; an identity column and a pooled
+/// allocator through registered sequences (sequence mode).
+const OPERATIONS: [(&str, u64); 6] =
+    [("insert", 40), ("select", 25), ("bulk", 10), ("rollback", 25), ("identity", 15), ("pooled", 5)];
+
+/// The pooled allocator's sequence increments by this (fleet.rs), and is
+/// registered with block mode 'either': a call returning v reserves every ID
+/// from v - POOL + 1 to v + POOL - 1, the blocks of both conventions.
+const POOL: i64 = 20;
 
 struct Connection {
     port: u16,
@@ -145,6 +153,14 @@ fn call(c: &mut postgres::Client, op: &str, n: usize, bulk: i32) -> Result<(Vec<
         "bulk" => {
             let rows = c.query("SELECT id FROM snowflake_next_ids($1) AS id", &[&bulk])?;
             Ok((rows.iter().map(|r| r.get(0)).collect(), false))
+        }
+        "identity" => {
+            let row = c.query_one("INSERT INTO ts (v) VALUES ($1) RETURNING id", &[&tag])?;
+            Ok((vec![row.get(0)], true))
+        }
+        "pooled" => {
+            let v: i64 = c.query_one("SELECT nextval('pooled')", &[])?.get(0);
+            Ok(((v - POOL + 1..=v + POOL - 1).collect(), false))
         }
         _ => {
             let mut tx = c.transaction()?;
