@@ -4,7 +4,8 @@
 //! pgrx wraps each binding in `pg_guard_ffi_boundary`: a `sigsetjmp` per call
 //! that turns a PostgreSQL ERROR into a Rust panic. These symbols are declared
 //! here because that wrapper is too dear where they are called (the
-//! generator's lock on the hot path; one tuple per generated row), or because
+//! generator's lock on the hot path; one tuple per generated row; a
+//! registered sequence's checks per call), or because
 //! the binding's types differ between versions where the ABI does not
 //! (`XLogRegisterData`), or because pgrx does not export them.
 //!
@@ -19,7 +20,7 @@
 
 use std::ffi::c_int;
 
-use pgrx::pg_sys::{Datum, LWLock, LWLockMode, TupleDesc, Tuplestorestate};
+use pgrx::pg_sys::{Datum, LWLock, LWLockMode, Oid, TupleDesc, Tuplestorestate};
 
 mod raw {
     use super::*;
@@ -28,6 +29,8 @@ mod raw {
         pub fn LWLockAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
         pub fn LWLockRelease(lock: *mut LWLock);
         pub fn RecoveryInProgress() -> bool;
+        pub fn GetUserId() -> Oid;
+        pub fn IsInParallelMode() -> bool;
         #[cfg_attr(any(feature = "pg18", feature = "pg19"), link_name = "ProcessStartupProcInterrupts")]
         pub fn HandleStartupProcInterrupts();
         pub static pg_file_create_mode: c_int;
@@ -90,6 +93,28 @@ pub fn recovery_in_progress() -> bool {
     // SAFETY: reads shared state under a spinlock at most; never raises an
     // ERROR, in any process.
     unsafe { raw::RecoveryInProgress() }
+}
+
+/// The role whose privileges apply now (SET ROLE and SECURITY DEFINER
+/// functions change it).
+#[inline]
+pub fn current_user() -> Oid {
+    // SAFETY: returns a backend variable; never raises an ERROR.
+    unsafe { raw::GetUserId() }
+}
+
+/// True in a parallel operation, where a PARALLEL UNSAFE call must fail.
+#[inline]
+pub fn in_parallel_mode() -> bool {
+    // SAFETY: reads this backend's transaction state; never raises an ERROR.
+    unsafe { raw::IsInParallelMode() }
+}
+
+/// True in a read-only transaction (and on a standby).
+#[inline]
+pub fn transaction_read_only() -> bool {
+    // SAFETY: a backend variable, set by SET TRANSACTION and at transaction start.
+    unsafe { pgrx::pg_sys::XactReadOnly }
 }
 
 /// The mode PostgreSQL gives files in the data directory: 0600, or 0640 for a

@@ -14,6 +14,7 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
 use super::registry::{self, Entry};
+use crate::pg::ffi;
 
 struct Recent {
     seq: Oid,
@@ -53,7 +54,7 @@ unsafe extern "C-unwind" fn roles_changed(_arg: pg_sys::Datum, _cache: std::ffi:
 /// transaction checked it already (with the privilege, if `privileged`).
 pub fn recent(seq: Oid, privileged: bool) -> Option<(Entry, bool)> {
     let registry = registry::loaded_with_entries()?;
-    // SAFETY: see the statics; GetUserId reads a backend variable.
+    // SAFETY: see the statics.
     unsafe {
         let r = (*std::ptr::addr_of!(RECENT)).as_ref()?;
         (r.seq == seq
@@ -61,7 +62,7 @@ pub fn recent(seq: Oid, privileged: bool) -> Option<(Entry, bool)> {
             && r.registry == registry
             && r.roles == ROLES
             && (r.privileged || !privileged)
-            && r.user == pg_sys::GetUserId())
+            && r.user == ffi::current_user())
         .then_some((r.entry, r.temporary))
     }
 }
@@ -75,7 +76,7 @@ pub fn keep(seq: Oid, privileged: bool, entry: Entry, temporary: bool) {
         RECENT = Some(Recent {
             seq,
             transaction: transaction(),
-            user: pg_sys::GetUserId(),
+            user: ffi::current_user(),
             registry,
             roles: ROLES,
             privileged,

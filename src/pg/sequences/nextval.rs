@@ -11,7 +11,7 @@ use pgrx::PgLogLevel;
 
 use super::{checked, registry};
 use crate::pg::error::{self, Raise};
-use crate::pg::{floor, generate, settings, shmem};
+use crate::pg::{ffi, floor, generate, settings, shmem};
 use crate::snowflake::block::{BlockError, BlockPlan, Convention};
 
 pgrx::extension_sql!(
@@ -137,12 +137,16 @@ fn next_value(seq: Oid, check_permissions: bool) -> i64 {
             (entry, temporary)
         }
     };
+    // Native nextval's checks, made by PostgreSQL (which raises their
+    // ERRORs) only where they fail: a guarded call per ID is dear.
     // SAFETY: PostgreSQL's own checks, which raise their ERRORs through pgrx's guard.
     unsafe {
-        if !temporary {
+        if !temporary && ffi::transaction_read_only() {
             pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
         }
-        pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
+        if ffi::in_parallel_mode() {
+            pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
+        }
     }
     let config = settings::config();
     let template = config.codec.template(config.node);
