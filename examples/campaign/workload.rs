@@ -20,21 +20,25 @@ pub struct Target {
 
 /// Where each lineage generates now; the fault procedures move it.
 #[derive(Clone, Default)]
-pub struct Targets(Arc<RwLock<HashMap<&'static str, Target>>>, Arc<std::sync::atomic::AtomicUsize>);
+pub struct Targets {
+    by_lineage: Arc<RwLock<HashMap<&'static str, Target>>>,
+    /// Calls on lineage P under way (see `p_calls_in_flight`).
+    p_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
 
 impl Targets {
     /// Calls on lineage P that have started and whose outcome is not
     /// recorded yet: a takeover reads the largest ID that got out once none is.
     pub fn p_calls_in_flight(&self) -> usize {
-        self.1.load(Ordering::SeqCst)
+        self.p_in_flight.load(Ordering::SeqCst)
     }
 
     pub fn set(&self, lineage: &'static str, server: &str, port: u16) {
-        self.0.write().unwrap().insert(lineage, Target { server: server.to_string(), port });
+        self.by_lineage.write().unwrap().insert(lineage, Target { server: server.to_string(), port });
     }
 
     pub fn get(&self, lineage: &str) -> Option<Target> {
-        self.0.read().unwrap().get(lineage).cloned()
+        self.by_lineage.read().unwrap().get(lineage).cloned()
     }
 }
 
@@ -105,7 +109,7 @@ pub fn run(n: usize, seed: u64, targets: Targets, rec: Recorder, stop: Arc<Atomi
         let conn = conns.get_mut(lineage).expect("connected above");
         let on_p = lineage == "P";
         if on_p {
-            targets.1.fetch_add(1, Ordering::SeqCst);
+            targets.p_in_flight.fetch_add(1, Ordering::SeqCst);
         }
         let started_us = now_us();
         let result = call(&mut conn.client, op, n, bulk);
@@ -135,7 +139,7 @@ pub fn run(n: usize, seed: u64, targets: Targets, rec: Recorder, stop: Arc<Atomi
             }
         }
         if on_p {
-            targets.1.fetch_sub(1, Ordering::SeqCst);
+            targets.p_in_flight.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
