@@ -5,8 +5,15 @@
 //! the utility hook renames such calls in the statement to our functions,
 //! which serve a registered sequence and call the native function for any
 //! other ([`super::parameters`]). ALTER TABLE also stores a new column's
-//! default: the default the DBA wrote is put back once the rows are filled,
-//! so the catalog (and `\d`, and pg_dump) keeps `nextval(...)`.
+//! default: a `SET DEFAULT` of the default the DBA wrote follows the ADD
+//! COLUMN in the same statement (ALTER TABLE runs it after the column is
+//! added and before the rows are filled with what ADD COLUMN decided), so
+//! the catalog (and `\d`, and pg_dump) keeps `nextval(...)`, and a later
+//! subcommand of the statement still has the last word.
+//!
+//! A table with an inheritance child that has the column already is left
+//! alone: ADD COLUMN merges into such a child and keeps its default, which
+//! a recursing SET DEFAULT would replace. Its rewrite meets the fence.
 
 use std::ffi::c_char;
 
@@ -15,27 +22,17 @@ use pgrx::PgBox;
 
 use super::parameters;
 
-/// A new column's default to put back after the statement.
-pub struct Restore {
-    table: Oid,
-    column: *mut c_char,
-    /// The default as written (a raw expression), before renaming.
-    default: *mut Node,
-    recurse: bool,
-}
-
 /// Renames sequence function calls in the expressions a table rewrite
-/// evaluates; returns the defaults to put back after the statement.
+/// evaluates, and has a new column keep the default written.
 ///
 /// # Safety
 /// `stmt` is an AlterTableStmt the caller owns (copied if it was read-only).
-pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt) -> Vec<Restore> {
-    let mut restores = Vec::new();
+pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt) {
     // SAFETY: the caller's contract; the tags say which struct each node is.
     unsafe {
         let cmds = (*stmt).cmds;
         if cmds.is_null() || (*stmt).relation.is_null() {
-            return restores;
+            return;
         }
         let table = pg_sys::RangeVarGetRelidExtended(
             (*stmt).relation,
@@ -45,10 +42,13 @@ pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt) -> Vec<Restore> {
             std::ptr::null_mut(),
         );
         if table == pg_sys::InvalidOid {
-            return restores;
+            return;
         }
+        let mut rebuilt: *mut pg_sys::List = std::ptr::null_mut();
         for i in 0..(*cmds).length as usize {
-            let cmd = (*(*cmds).elements.add(i)).ptr_value.cast::<pg_sys::AlterTableCmd>();
+            let cell = (*(*cmds).elements.add(i)).ptr_value;
+            rebuilt = pg_sys::lappend(rebuilt, cell);
+            let cmd = cell.cast::<pg_sys::AlterTableCmd>();
             let def = (*cmd).def;
             if def.is_null() || (*def).type_ != NodeTag::T_ColumnDef {
                 continue;
@@ -59,23 +59,54 @@ pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt) -> Vec<Restore> {
                     parameters::rename_calls((*column).raw_default);
                 }
                 pg_sys::AlterTableType::AT_AddColumn => {
-                    // A column that exists is not added (IF NOT EXISTS), nor its default set.
                     let name = (*column).colname;
-                    if name.is_null() || pg_sys::get_attnum(table, name) != pg_sys::InvalidAttrNumber as i16 {
+                    if name.is_null() || !added_everywhere(table, name) {
                         continue;
                     }
                     for default in defaults_of(column) {
                         let written = pg_sys::copyObjectImpl((*default).cast()).cast::<Node>();
                         if parameters::rename_calls(*default) {
-                            restores.push(Restore { table, column: name, default: written, recurse: (*(*stmt).relation).inh });
+                            rebuilt = pg_sys::lappend(rebuilt, set_default(name, written, (*cmd).recurse).cast());
                         }
                     }
                 }
                 _ => {}
             }
         }
+        (*stmt).cmds = rebuilt;
     }
-    restores
+}
+
+/// Whether ADD COLUMN `name` adds a column to `table` and to each of its
+/// inheritance children, none of which has it yet (IF NOT EXISTS skips a
+/// column that exists; a child's own is merged, with its default).
+///
+/// # Safety
+/// In a live transaction; `name` is a C string.
+unsafe fn added_everywhere(table: Oid, name: *mut c_char) -> bool {
+    // SAFETY: the caller's contract; catalog lookups (no locks: ALTER TABLE
+    // takes its own, and a child added meanwhile only meets the fence).
+    unsafe {
+        let tables = pg_sys::find_all_inheritors(table, pg_sys::NoLock as _, std::ptr::null_mut());
+        (0..(*tables).length as usize).all(|i| {
+            let t = (*(*tables).elements.add(i)).oid_value;
+            pg_sys::get_attnum(t, name) == pg_sys::InvalidAttrNumber as i16
+        })
+    }
+}
+
+/// `ALTER COLUMN name SET DEFAULT default`, as the parser builds it.
+///
+/// # Safety
+/// `name` is a C string and `default` a raw expression, both living through the statement.
+unsafe fn set_default(name: *mut c_char, default: *mut Node, recurse: bool) -> *mut pg_sys::AlterTableCmd {
+    let mut cmd = PgBox::<pg_sys::AlterTableCmd>::alloc_node(NodeTag::T_AlterTableCmd);
+    cmd.subtype = pg_sys::AlterTableType::AT_ColumnDefault;
+    cmd.name = name;
+    cmd.def = default;
+    cmd.recurse = recurse;
+    cmd.behavior = pg_sys::DropBehavior::DROP_RESTRICT;
+    cmd.into_pg()
 }
 
 /// Where a new column's default may be, raw: its own field, or (as the
@@ -103,25 +134,5 @@ unsafe fn defaults_of(column: *mut pg_sys::ColumnDef) -> Vec<*mut *mut Node> {
             }
         }
         found
-    }
-}
-
-/// Puts back the defaults the statement stored renamed, as `ALTER TABLE
-/// ... ALTER COLUMN ... SET DEFAULT` would (on the tables it reached).
-///
-/// # Safety
-/// After the statement that [`prepare`] was for, in its transaction.
-pub unsafe fn restore(restores: Vec<Restore>) {
-    for r in restores {
-        // SAFETY: the caller's contract; a node built as the parser builds it.
-        unsafe {
-            let mut cmd = PgBox::<pg_sys::AlterTableCmd>::alloc_node(NodeTag::T_AlterTableCmd);
-            cmd.subtype = pg_sys::AlterTableType::AT_ColumnDefault;
-            cmd.name = r.column;
-            cmd.def = r.default;
-            let cmds = pg_sys::lappend(std::ptr::null_mut(), cmd.into_pg().cast());
-            pg_sys::AlterTableInternal(r.table, cmds, r.recurse);
-            pg_sys::CommandCounterIncrement();
-        }
     }
 }

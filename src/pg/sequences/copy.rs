@@ -23,20 +23,22 @@ use pgrx::pg_sys::{self, Node};
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgTupleDesc};
 
-use super::{registry, rewrite, utility};
+use super::{rewrite, utility};
+use crate::pg::ffi;
 use crate::pg::error::{self, Raise};
 
 /// What the utility hook is to do with a COPY.
 pub enum Plan {
     /// Nothing of ours: PostgreSQL runs it.
     Native,
-    /// Run it here: it fills a registered default.
-    Serve,
+    /// Run it here, into this table (locked): it fills a registered default.
+    Serve(pg_sys::Oid),
 }
 
-/// Whether `stmt` is a COPY FROM into a table that fills a default drawing
-/// from a registered sequence. Refuses it where this hook cannot run it
-/// (`last_hook` is false: another library's utility hook runs after ours).
+/// Whether `stmt` is a COPY FROM into a table that fills a default calling
+/// a sequence function our functions serve. Refuses it where this hook
+/// cannot run it (`last_hook` is false: another library's utility hook runs
+/// after ours).
 ///
 /// # Safety
 /// `stmt` is a CopyStmt; called in a live transaction.
@@ -45,6 +47,11 @@ pub unsafe fn plan(stmt: *mut pg_sys::CopyStmt, last_hook: bool) -> Plan {
     unsafe {
         if !(*stmt).is_from || (*stmt).relation.is_null() {
             return Plan::Native;
+        }
+        // What standard_ProcessUtility checks before any COPY FROM.
+        if pg_sys::XactReadOnly || ffi::in_parallel_mode() {
+            pg_sys::PreventCommandIfParallelMode(c"COPY".as_ptr());
+            pg_sys::PreventCommandDuringRecovery(c"COPY".as_ptr());
         }
         // The lock COPY FROM takes, taken a little earlier.
         let table = pg_sys::RangeVarGetRelidExtended(
@@ -58,49 +65,42 @@ pub unsafe fn plan(stmt: *mut pg_sys::CopyStmt, last_hook: bool) -> Plan {
             return Plan::Native;
         }
         let rel = pg_sys::table_open(table, pg_sys::NoLock as _);
-        let seq = registered_default(rel, (*stmt).attlist, takes_default_option((*stmt).options));
+        let column = served_default(rel, (*stmt).attlist, takes_default_option((*stmt).options));
         pg_sys::table_close(rel, pg_sys::NoLock as _);
-        let Some(seq) = seq else { return Plan::Native };
+        let Some(column) = column else { return Plan::Native };
         if !last_hook {
-            refuse(table, seq);
+            refuse(table, &column);
         }
-        Plan::Serve
+        Plan::Serve(table)
     }
 }
 
-/// The first registered sequence a default of `rel` that this COPY may
-/// fill draws from: a column left out of `attlist`, or any column when the
-/// DEFAULT option lets the data ask for its default.
+/// The first column this COPY may fill with its default whose default our
+/// functions serve (a registered sequence's nextval or identity default,
+/// or currval, lastval or a call decided at run time): a column left out of
+/// `attlist`, or any column when the DEFAULT option lets the data ask for
+/// its default.
 ///
 /// # Safety
 /// `rel` is open; `attlist` is COPY's list of column names, or NULL.
-unsafe fn registered_default(rel: pg_sys::Relation, attlist: *mut pg_sys::List, any_column: bool) -> Option<pg_sys::Oid> {
+unsafe fn served_default(rel: pg_sys::Relation, attlist: *mut pg_sys::List, any_column: bool) -> Option<String> {
+    if attlist.is_null() && !any_column {
+        return None;
+    }
     // SAFETY: the caller's contract; catalog lookups and the relcache entry.
     unsafe {
         let desc = (*rel).rd_att;
-        let listed = if attlist.is_null() || any_column {
-            std::ptr::null_mut()
-        } else {
-            pg_sys::CopyGetAttnums(desc, rel, attlist)
-        };
-        if attlist.is_null() && !any_column {
-            return None;
-        }
+        let listed = if any_column { std::ptr::null_mut() } else { pg_sys::CopyGetAttnums(desc, rel, attlist) };
         for (i, att) in PgTupleDesc::from_pg_unchecked(desc).iter().enumerate() {
             let attnum = (i + 1) as i16;
             if att.attisdropped || att.attgenerated != 0 || pg_sys::list_member_int(listed, attnum.into()) {
                 continue;
             }
-            if att.attidentity != 0 {
-                let seq = utility::identity_sequence((*rel).rd_id, attnum);
-                if registry::lookup(seq).is_some() {
-                    return Some(seq);
-                }
-            } else if att.atthasdef {
-                let default = pg_sys::build_column_default(rel, attnum.into());
-                if let Some(seq) = rewrite::registered_in(default) {
-                    return Some(seq);
-                }
+            // An identity default as built for this table (a partition's
+            // is its parent's sequence), or the default stored.
+            let default = pg_sys::build_column_default(rel, attnum.into());
+            if !default.is_null() && rewrite::served(default) {
+                return Some(CStr::from_ptr(att.attname.data.as_ptr()).to_string_lossy().into_owned());
             }
         }
     }
@@ -117,18 +117,19 @@ unsafe fn takes_default_option(options: *mut pg_sys::List) -> bool {
     unsafe { utility::option_names(options) }.iter().any(|o| o == "default")
 }
 
-fn refuse(table: pg_sys::Oid, seq: pg_sys::Oid) -> ! {
-    let (table, seq) = (super::nextval::rel_name(table), super::nextval::rel_name(seq));
+fn refuse(table: pg_sys::Oid, column: &str) -> ! {
+    let table = super::nextval::rel_name(table);
     error::new(
         PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("COPY FROM into table \"{table}\" cannot fill the default of registered sequence \"{seq}\" here"),
+        format!("COPY FROM into table \"{table}\" cannot fill column \"{column}\" here"),
     )
     .set_detail(
-        "snowflake_id runs such a COPY itself, which it does only when no other library's utility hook would \
-         run after its own: a library listed before snowflake_id in shared_preload_libraries has one.",
+        "The column's default calls a sequence registered with snowflake_id. snowflake_id runs such a COPY \
+         itself, which it does only when no other library's utility hook would run after its own: a library \
+         listed before snowflake_id in shared_preload_libraries has one.",
     )
     .set_hint(
-        "List snowflake_id first in shared_preload_libraries and restart, or name the key column in COPY \
+        "List snowflake_id first in shared_preload_libraries and restart, or name the column in COPY \
          and fill it with snowflake_sequence_nextval().",
     )
     .raise(PgLogLevel::ERROR)
@@ -138,16 +139,16 @@ fn refuse(table: pg_sys::Oid, seq: pg_sys::Oid) -> ! {
 /// Returns the number of rows copied.
 ///
 /// # Safety
-/// `stmt` is a CopyStmt that [`plan`] said to serve, owned by the caller
+/// `stmt` is a CopyStmt that [`plan`] said to serve into `table`, owned by the caller
 /// (copied if the statement tree was read-only); a live transaction.
-pub unsafe fn run(stmt: *mut pg_sys::CopyStmt, query_string: *const c_char, query_env: *mut pg_sys::QueryEnvironment) -> u64 {
+pub unsafe fn run(
+    stmt: *mut pg_sys::CopyStmt,
+    table: pg_sys::Oid,
+    query_string: *const c_char,
+    query_env: *mut pg_sys::QueryEnvironment,
+) -> u64 {
     // SAFETY: the caller's contract; PostgreSQL's own COPY steps, in DoCopy's order.
     unsafe {
-        // What standard_ProcessUtility checks before DoCopy for COPY FROM.
-        if pg_sys::XactReadOnly || pg_sys::IsInParallelMode() {
-            pg_sys::PreventCommandIfParallelMode(c"COPY".as_ptr());
-            pg_sys::PreventCommandDuringRecovery(c"COPY".as_ptr());
-        }
         let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
         (*pstate).p_sourcetext = query_string;
         (*pstate).p_queryEnv = query_env;
@@ -156,9 +157,13 @@ pub unsafe fn run(stmt: *mut pg_sys::CopyStmt, query_string: *const c_char, quer
             check_file_privilege((*stmt).is_program);
         }
         let lockmode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
-        let rel = pg_sys::table_openrv((*stmt).relation, lockmode);
+        // The table plan() judged, by its OID: no second name lookup.
+        let rel = pg_sys::table_open(table, lockmode);
         let nsitem =
             pg_sys::addRangeTableEntryForRelation(pstate, rel, lockmode, std::ptr::null_mut(), false, false);
+        // INSERT in place of the SELECT a range table entry starts with; the
+        // WHERE clause adds SELECT on the columns it reads.
+        require_insert(nsitem);
         let where_clause = if (*stmt).whereClause.is_null() {
             std::ptr::null_mut()
         } else {
@@ -240,7 +245,8 @@ unsafe fn where_clause(
     }
 }
 
-/// INSERT on the columns this COPY fills, checked as DoCopy checks it.
+/// INSERT on the columns this COPY fills (and SELECT on those its WHERE
+/// clause reads), checked as DoCopy checks it.
 ///
 /// # Safety
 /// As for [`where_clause`]; `attlist` is COPY's list of column names.
@@ -257,7 +263,6 @@ unsafe fn check_insert_privilege(
         #[cfg(feature = "pg15")]
         {
             let rte = (*nsitem).p_rte;
-            (*rte).requiredPerms = pg_sys::ACL_INSERT as _;
             for i in 0..list_length(attnums) {
                 let attno = (*(*attnums).elements.add(i)).int_value - offset;
                 (*rte).insertedCols = pg_sys::bms_add_member((*rte).insertedCols, attno);
@@ -267,13 +272,28 @@ unsafe fn check_insert_privilege(
         #[cfg(not(feature = "pg15"))]
         {
             let perminfo = (*nsitem).p_perminfo;
-            (*perminfo).requiredPerms = pg_sys::ACL_INSERT as _;
             for i in 0..list_length(attnums) {
                 let attno = (*(*attnums).elements.add(i)).int_value - offset;
                 (*perminfo).insertedCols = pg_sys::bms_add_member((*perminfo).insertedCols, attno);
             }
             let infos = pg_sys::lappend(std::ptr::null_mut(), perminfo.cast());
             pg_sys::ExecCheckPermissions((*pstate).p_rtable, infos, true);
+        }
+    }
+}
+
+/// # Safety
+/// `nsitem` is this COPY's range table entry.
+unsafe fn require_insert(nsitem: *mut pg_sys::ParseNamespaceItem) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            (*(*nsitem).p_rte).requiredPerms = pg_sys::ACL_INSERT as _;
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            (*(*nsitem).p_perminfo).requiredPerms = pg_sys::ACL_INSERT as _;
         }
     }
 }
@@ -317,7 +337,9 @@ unsafe fn begin(
 
 /// Puts our functions into the defaults `BeginCopyFrom` built: each default
 /// whose expression calls a registered sequence is built again from the
-/// rewritten expression, in COPY's own memory context.
+/// rewritten expression, in COPY's own memory context. COPY decided on
+/// multi-row inserts by the native nextval these started as; ours, like
+/// it, only hands out IDs and reads no table, so that decision holds.
 ///
 /// # Safety
 /// `cstate` is what BeginCopyFrom returned, before CopyFrom.

@@ -64,10 +64,36 @@ unsafe extern "C-unwind" fn rename(node: *mut Node, context: *mut c_void) -> boo
                 let schema = pg_sys::makeString(pg_sys::pstrdup((*renaming).schema));
                 let name = pg_sys::makeString(pg_sys::pstrdup(ours.as_ptr()));
                 (*call).funcname = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), schema.cast()), name.cast());
+                cast_arguments((*call).args);
                 (*renaming).renamed = true;
             }
         }
         pg_sys::raw_expression_tree_walker(node, Some(rename), context)
+    }
+}
+
+/// Casts a renamed call's arguments to our function's types (regclass,
+/// bigint, boolean), so that the call resolves to it exactly: a function of
+/// the same name taking text, which a role might create in the extension's
+/// schema, would otherwise win for an unknown literal.
+///
+/// # Safety
+/// `args` is NULL or the List of a raw FuncCall's arguments.
+unsafe fn cast_arguments(args: *mut pg_sys::List) {
+    const TYPES: [&CStr; 3] = [c"regclass", c"int8", c"bool"];
+    // SAFETY: the caller's contract; nodes built as the parser builds them.
+    unsafe {
+        if args.is_null() {
+            return;
+        }
+        for (i, type_name) in TYPES.iter().enumerate().take((*args).length as usize) {
+            let cell = (*args).elements.add(i);
+            let mut cast = pgrx::PgBox::<pg_sys::TypeCast>::alloc_node(NodeTag::T_TypeCast);
+            cast.arg = (*cell).ptr_value.cast();
+            cast.typeName = pg_sys::SystemTypeName(type_name.as_ptr().cast_mut());
+            cast.location = -1;
+            (*cell).ptr_value = cast.into_pg().cast();
+        }
     }
 }
 

@@ -191,39 +191,14 @@ pub unsafe fn rewrite_expression(node: *mut Node) -> *mut Node {
     }
 }
 
-/// The first registered sequence an expression calls nextval of, by a
-/// constant argument or as an identity default.
+/// Whether an expression calls what our functions serve (the test the
+/// rewrite makes before it rebuilds a tree).
 ///
 /// # Safety
-/// `node` is a valid expression tree or NULL.
-pub unsafe fn registered_in(node: *mut Node) -> Option<Oid> {
-    let mut found = pg_sys::InvalidOid;
-    // SAFETY: the caller's contract; the context is `found`, alive for the walk.
-    unsafe { finds_registered(node, (&raw mut found).cast()) };
-    (found != pg_sys::InvalidOid).then_some(found)
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn finds_registered(node: *mut Node, found: *mut c_void) -> bool {
-    if node.is_null() {
-        return false;
-    }
-    // SAFETY: a node of the tree the walk was started on; `found` is registered_in's.
-    unsafe {
-        let seq = match (*node).type_ {
-            NodeTag::T_FuncExpr if (*node.cast::<pg_sys::FuncExpr>()).funcid.to_u32() == pg_sys::F_NEXTVAL => {
-                let args = (*node.cast::<pg_sys::FuncExpr>()).args;
-                if args.is_null() { None } else { const_oid((*(*args).elements).ptr_value.cast()) }
-            }
-            NodeTag::T_NextValueExpr => Some((*node.cast::<pg_sys::NextValueExpr>()).seqid),
-            _ => None,
-        };
-        if let Some(seq) = seq.filter(|&seq| registry::lookup(seq).is_some()) {
-            *found.cast::<Oid>() = seq;
-            return true;
-        }
-        pg_sys::expression_tree_walker(node, Some(finds_registered), found)
-    }
+/// `node` is a valid expression tree.
+pub unsafe fn served(node: *mut Node) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { finds(node, std::ptr::null_mut()) }
 }
 
 #[pg_guard]

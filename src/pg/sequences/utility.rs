@@ -62,7 +62,6 @@ unsafe extern "C-unwind" fn process_utility(
         nextval::forget_session();
     }
     let mut refence = false;
-    let mut restores = Vec::new();
     // Only the statements looked at below read the registry, and never in
     // a transaction that is aborted (a ROLLBACK) or outside one.
     let concerned = matches!(
@@ -87,17 +86,17 @@ unsafe extern "C-unwind" fn process_utility(
                     if read_only_tree {
                         pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
                     }
-                    restores = alter::prepare((*pstmt).utilityStmt.cast());
+                    alter::prepare((*pstmt).utilityStmt.cast());
                 }
                 NodeTag::T_TruncateStmt => refence = (*statement.cast::<pg_sys::TruncateStmt>()).restart_seqs,
                 // Run here in place of PostgreSQL's COPY, which it would be
                 // next to run only where no other library's hook follows.
                 NodeTag::T_CopyStmt => {
-                    if let copy::Plan::Serve = copy::plan(statement.cast(), { PREVIOUS }.is_none()) {
+                    if let copy::Plan::Serve(table) = copy::plan(statement.cast(), { PREVIOUS }.is_none()) {
                         if read_only_tree {
                             pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
                         }
-                        let processed = copy::run((*pstmt).utilityStmt.cast(), query_string, query_env);
+                        let processed = copy::run((*pstmt).utilityStmt.cast(), table, query_string, query_env);
                         if !qc.is_null() {
                             (*qc).commandTag = pg_sys::CommandTag::CMDTAG_COPY;
                             (*qc).nprocessed = processed;
@@ -141,8 +140,6 @@ unsafe extern "C-unwind" fn process_utility(
             ),
         }
     }
-    // SAFETY: after the ALTER TABLE they were prepared for, in its transaction.
-    unsafe { alter::restore(restores) };
     // TRUNCATE ... RESTART IDENTITY resets the sequences of the tables it
     // names, and of those it reaches by CASCADE or inheritance: every
     // registered sequence gets its fence again.
@@ -268,7 +265,7 @@ unsafe fn check_alter_table(stmt: *mut pg_sys::AlterTableStmt) {
 ///
 /// # Safety
 /// `table` is a relation's OID.
-pub(super) unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
+unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
     // SAFETY: the caller's contract; catalog lookups.
     unsafe {
         let owned = pg_sys::getOwnedSequences(table);

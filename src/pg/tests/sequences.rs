@@ -138,6 +138,21 @@ mod tests {
         assert_pg_error(&as_writer, "42501", "COPY from a file");
         Spi::run("GRANT pg_read_server_files TO seq_copy_writer").unwrap();
         assert_pg_error(&as_writer, "42501", "permission denied for table seq_copy_s");
+        // A WHERE clause reads its columns: INSERT alone is not enough.
+        Spi::run("GRANT INSERT ON seq_copy_s TO seq_copy_writer; GRANT USAGE ON SEQUENCE seq_copy_s_id_seq TO seq_copy_writer")
+            .unwrap();
+        assert_pg_error(&format!("{as_writer} WHERE note <> 'x'"), "42501", "permission denied for table seq_copy_s");
+        Spi::run(&as_writer).unwrap();
+        Spi::run("RESET ROLE").unwrap();
+        // A dropped column before the key.
+        Spi::run(
+            "CREATE TABLE seq_copy_d (gone int, id bigint GENERATED ALWAYS AS IDENTITY, note text);
+             ALTER TABLE seq_copy_d DROP COLUMN gone;
+             SELECT snowflake_sequence_register(pg_get_serial_sequence('seq_copy_d', 'id'));",
+        )
+        .unwrap();
+        copy("COPY seq_copy_d (note) FROM FILE");
+        assert_eq!(all_ours("SELECT id FROM seq_copy_d"), (1, 1, true));
         std::fs::remove_file(&path).ok();
     }
 
@@ -163,9 +178,53 @@ mod tests {
              WHERE adrelid = 'seq_rw'::regclass",
         );
         assert_eq!(defaults, "nextval('seq_rw_s'::regclass), nextval('seq_rw_plain'::regclass)");
-        // A column that exists is left as it is.
+        // A column that exists is left as it is, default and all.
         Spi::run("ALTER TABLE seq_rw ADD COLUMN IF NOT EXISTS n bigint DEFAULT nextval('seq_rw_s')").unwrap();
-        assert_eq!(one::<i64>("SELECT max(n) FROM seq_rw"), 101);
+        let n_default = "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
+                         WHERE adrelid = 'seq_rw'::regclass AND adnum = 3";
+        assert_eq!(one::<String>(n_default), "nextval('seq_rw_plain'::regclass)");
+        // A later subcommand of the statement has the last word on the default.
+        Spi::run("ALTER TABLE seq_rw ADD COLUMN m bigint DEFAULT nextval('seq_rw_s'), ALTER COLUMN m SET DEFAULT 0")
+            .unwrap();
+        assert_eq!(all_ours("SELECT m FROM seq_rw"), (101, 101, true));
+        let m_default = "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
+                         WHERE adrelid = 'seq_rw'::regclass AND adnum = 5";
+        assert_eq!(one::<String>(m_default), "0");
+        // A function of our name taking text, beside ours, is not called.
+        Spi::run(
+            "DO $$ BEGIN EXECUTE format(
+                 'CREATE FUNCTION %I.snowflake_sequence_nextval(text) RETURNS bigint LANGUAGE sql AS ''SELECT 1''',
+                 (SELECT n.nspname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                  WHERE p.proname = 'snowflake_sequence_nextval' LIMIT 1));
+             END $$;
+             ALTER TABLE seq_rw ADD COLUMN h bigint;
+             ALTER TABLE seq_rw ALTER COLUMN h TYPE bigint USING nextval('seq_rw_s');",
+        )
+        .unwrap();
+        assert_eq!(all_ours("SELECT h FROM seq_rw"), (101, 101, true));
+        // Children get the column and the default written; a child that has
+        // the column keeps its own default, as natively: left to the fence.
+        Spi::run(
+            "CREATE TABLE seq_rw_parent (v int); CREATE TABLE seq_rw_child () INHERITS (seq_rw_parent);
+             INSERT INTO seq_rw_child VALUES (1), (2);
+             ALTER TABLE seq_rw_parent ADD COLUMN id bigint DEFAULT nextval('seq_rw_s');
+             CREATE TABLE seq_rw_own (v int, id bigint, k bigint DEFAULT 7);
+             ALTER TABLE seq_rw_own INHERIT seq_rw_parent;",
+        )
+        .unwrap();
+        assert_eq!(all_ours("SELECT id FROM seq_rw_child"), (2, 2, true));
+        assert_eq!(
+            one::<String>(
+                "SELECT string_agg(DISTINCT pg_get_expr(adbin, adrelid), ', ') FROM pg_attrdef
+                 WHERE adrelid IN ('seq_rw_parent'::regclass, 'seq_rw_child'::regclass)"
+            ),
+            "nextval('seq_rw_s'::regclass)"
+        );
+        assert_pg_error(
+            "ALTER TABLE seq_rw_parent ADD COLUMN k bigint DEFAULT nextval('seq_rw_s')",
+            "2200H",
+            "reached maximum value of sequence \"seq_rw_s\"",
+        );
     }
 
     #[pg_test]
@@ -324,11 +383,18 @@ mod tests {
         // Checked once, then kept for the transaction: a REVOKE drops what was kept.
         Spi::run("SET LOCAL ROLE seq_member").unwrap();
         assert!(ours(one::<i64>("SELECT nextval('seq_granted')")));
+        // Its own grant goes: still a member of a group that holds it.
         Spi::run("RESET ROLE; REVOKE USAGE ON SEQUENCE seq_granted FROM seq_member").unwrap();
-        // Still a member of a group that holds it.
         Spi::run("SET LOCAL ROLE seq_member").unwrap();
         assert!(ours(one::<i64>("SELECT nextval('seq_granted')")));
+        // The membership goes (no invalidation of the sequence: of roles only).
         Spi::run("RESET ROLE; REVOKE seq_group FROM seq_member").unwrap();
+        assert_pg_error(&as_member("SELECT nextval('seq_granted')"), "42501", "permission denied for sequence");
+        // Checked and kept again, then the grant on the sequence goes.
+        Spi::run("RESET ROLE; GRANT USAGE ON SEQUENCE seq_granted TO seq_member").unwrap();
+        Spi::run("SET LOCAL ROLE seq_member").unwrap();
+        assert!(ours(one::<i64>("SELECT nextval('seq_granted')")));
+        Spi::run("RESET ROLE; REVOKE USAGE ON SEQUENCE seq_granted FROM seq_member, seq_group").unwrap();
         assert_pg_error(&as_member("SELECT nextval('seq_granted')"), "42501", "permission denied for sequence");
         Spi::run("RESET ROLE").unwrap();
         // The superuser, calling next, is checked as itself.
