@@ -50,7 +50,8 @@ const OPERATIONS: [(&str, u64); 6] =
 
 /// The pooled allocator's sequence increments by this (fleet.rs), and is
 /// registered with block mode 'either': a call returning v reserves every ID
-/// from v - POOL + 1 to v + POOL - 1, the blocks of both conventions.
+/// from v - POOL to v + POOL - 1, the blocks of every reading (Hibernate 3's
+/// v-n ..= v-1, pooled's v-n+1 ..= v, pooled-lo's v ..= v+n-1), all recorded.
 const POOL: i64 = 20;
 
 struct Connection {
@@ -164,7 +165,7 @@ fn call(c: &mut postgres::Client, op: &str, n: usize, bulk: i32) -> Result<(Vec<
         }
         "pooled" => {
             let v: i64 = c.query_one("SELECT nextval('pooled')", &[])?.get(0);
-            Ok(((v - POOL + 1..=v + POOL - 1).collect(), false))
+            Ok(((v - POOL..=v + POOL - 1).collect(), false))
         }
         _ => {
             let mut tx = c.transaction()?;
