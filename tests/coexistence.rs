@@ -154,9 +154,11 @@ fn sequence_mode_chains_with_pg_stat_statements_in_either_order() {
             .unwrap()
             .get(0);
         assert_eq!(counted, expected, "{order}: pg_stat_statements counts every row stored");
-        s.batch_execute("CREATE FUNCTION standin_nextval() RETURNS bigint AS 'pgedge_standin_chain' LANGUAGE c").unwrap();
-        let node: i32 =
-            s.query_one("SELECT worker_id FROM snowflake_decode(standin_nextval(), 'pgedge')", &[]).map_or(-1, |r| r.get(0));
+        s.batch_execute("CREATE FUNCTION standin_nextval() RETURNS bigint AS 'pgedge_standin_chain' LANGUAGE c")
+            .unwrap();
+        let node: i32 = s
+            .query_one("SELECT worker_id FROM snowflake_decode(standin_nextval(), 'pgedge')", &[])
+            .map_or(-1, |r| r.get(0));
         assert_eq!(node, 3, "{order}: the stand-in generates beside sequence mode");
         c.stop();
     }

@@ -24,8 +24,8 @@ use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgTupleDesc};
 
 use super::{rewrite, utility};
-use crate::pg::ffi;
 use crate::pg::error::{self, Raise};
+use crate::pg::ffi;
 
 /// What the utility hook is to do with a COPY.
 pub enum Plan {
@@ -159,8 +159,7 @@ pub unsafe fn run(
         let lockmode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
         // The table plan() judged, by its OID: no second name lookup.
         let rel = pg_sys::table_open(table, lockmode);
-        let nsitem =
-            pg_sys::addRangeTableEntryForRelation(pstate, rel, lockmode, std::ptr::null_mut(), false, false);
+        let nsitem = pg_sys::addRangeTableEntryForRelation(pstate, rel, lockmode, std::ptr::null_mut(), false, false);
         // INSERT in place of the SELECT a range table entry starts with; the
         // WHERE clause adds SELECT on the columns it reads.
         require_insert(nsitem);
@@ -170,10 +169,15 @@ pub unsafe fn run(
             where_clause(pstate, nsitem, rel, (*stmt).whereClause)
         };
         check_insert_privilege(pstate, nsitem, rel, (*stmt).attlist);
-        if pg_sys::check_enable_rls((*rel).rd_id, pg_sys::InvalidOid, false) == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32 {
-            error::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "COPY FROM not supported with row-level security")
-                .set_hint("Use INSERT statements instead.")
-                .raise(PgLogLevel::ERROR);
+        if pg_sys::check_enable_rls((*rel).rd_id, pg_sys::InvalidOid, false)
+            == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+        {
+            error::new(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "COPY FROM not supported with row-level security",
+            )
+            .set_hint("Use INSERT statements instead.")
+            .raise(PgLogLevel::ERROR);
         }
         if pg_sys::XactReadOnly && !is_local_temp(rel) {
             pg_sys::PreventCommandIfReadOnly(c"COPY FROM".as_ptr());
@@ -302,7 +306,11 @@ unsafe fn require_insert(nsitem: *mut pg_sys::ParseNamespaceItem) {
 /// `list` is NULL or a List.
 unsafe fn list_length(list: *mut pg_sys::List) -> usize {
     // SAFETY: the caller's contract.
-    if list.is_null() { 0 } else { unsafe { (*list).length as usize } }
+    if list.is_null() {
+        0
+    } else {
+        unsafe { (*list).length as usize }
+    }
 }
 
 /// # Safety
