@@ -23,7 +23,8 @@ use pgrx::pg_sys::{self, Node};
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgTupleDesc};
 
-use super::{rewrite, utility};
+use super::options::option_names;
+use super::rewrite;
 use crate::pg::error::{self, Raise};
 use crate::pg::ffi;
 
@@ -114,7 +115,7 @@ unsafe fn served_default(rel: pg_sys::Relation, attlist: *mut pg_sys::List, any_
 /// `options` is NULL or a List of DefElem.
 unsafe fn takes_default_option(options: *mut pg_sys::List) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { utility::option_names(options) }.iter().any(|o| o == "default")
+    unsafe { option_names(options) }.iter().any(|o| o == "default")
 }
 
 fn refuse(table: pg_sys::Oid, column: &str) -> ! {
@@ -305,10 +306,10 @@ unsafe fn require_insert(nsitem: *mut pg_sys::ParseNamespaceItem) {
 /// # Safety
 /// `list` is NULL or a List.
 unsafe fn list_length(list: *mut pg_sys::List) -> usize {
-    // SAFETY: the caller's contract.
     if list.is_null() {
         0
     } else {
+        // SAFETY: the caller's contract.
         unsafe { (*list).length as usize }
     }
 }

@@ -27,6 +27,7 @@ mod copy;
 mod fence;
 mod inline;
 mod nextval;
+mod options;
 mod parameters;
 mod privileged;
 mod registry;

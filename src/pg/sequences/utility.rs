@@ -14,12 +14,13 @@
 //! defaults COPY FROM fills ([`super::copy`]), and the expressions of table
 //! rewrites ([`super::alter`]).
 
-use std::ffi::{c_char, CStr};
+use std::ffi::c_char;
 
 use pgrx::pg_sys::{self, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
+use super::options::option_names;
 use super::{alter, copy, nextval, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
@@ -183,27 +184,6 @@ unsafe fn call_previous(
 ) {
     // SAFETY: the caller's contract.
     unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| previous(a, b, c, d, e, f, g, h)) }
-}
-
-/// The DefElems of a list, by name.
-///
-/// # Safety
-/// `list` is NULL or a List of DefElem.
-pub(super) unsafe fn option_names(list: *mut pg_sys::List) -> Vec<String> {
-    let mut names = Vec::new();
-    // SAFETY: the caller's contract.
-    unsafe {
-        if list.is_null() {
-            return names;
-        }
-        for i in 0..(*list).length as usize {
-            let d = (*(*list).elements.add(i)).ptr_value.cast::<pg_sys::DefElem>();
-            if !d.is_null() && (*d).type_ == NodeTag::T_DefElem && !(*d).defname.is_null() {
-                names.push(CStr::from_ptr((*d).defname).to_string_lossy().into_owned());
-            }
-        }
-    }
-    names
 }
 
 /// # Safety
