@@ -5,17 +5,17 @@
 //! the utility hook renames such calls in the statement to our functions,
 //! which serve a registered sequence and call the native function for any
 //! other ([`super::parameters`]). ALTER TABLE also stores a new column's
-//! default: a `SET DEFAULT` of the default the DBA wrote follows the ADD
-//! COLUMN in the same statement (ALTER TABLE runs it after the column is
-//! added and before the rows are filled with what ADD COLUMN decided), so
-//! the catalog (and `\d`, and pg_dump) keeps `nextval(...)`, and a later
-//! subcommand of the statement still has the last word.
+//! default: a `SET DEFAULT` of the default the DBA wrote joins the same
+//! statement (ALTER TABLE runs it after the column is added and before the
+//! rows are filled with what ADD COLUMN decided), so the catalog (and `\d`,
+//! and pg_dump) keeps `nextval(...)`, and a SET DEFAULT of the statement's
+//! own still has the last word.
 //!
 //! A table with an inheritance child that has the column already is left
 //! alone: ADD COLUMN merges into such a child and keeps its default, which
 //! a recursing SET DEFAULT would replace. Its rewrite meets the fence.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
 
 use pgrx::pg_sys::{self, Node, NodeTag, Oid};
 use pgrx::PgBox;
@@ -44,11 +44,15 @@ pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt) {
         if table == pg_sys::InvalidOid {
             return;
         }
-        let mut rebuilt: *mut pg_sys::List = std::ptr::null_mut();
+        // Our SET DEFAULTs go first: ALTER TABLE runs every SET DEFAULT in a
+        // pass after every ADD COLUMN, in the statement's order, so any SET
+        // DEFAULT the statement has of its own still has the last word.
+        let mut set_defaults: *mut pg_sys::List = std::ptr::null_mut();
+        // A column an earlier ADD COLUMN of this statement adds: a second one
+        // fails or (IF NOT EXISTS) is skipped, natively, and is left so.
+        let mut added: Vec<&CStr> = Vec::new();
         for i in 0..(*cmds).length as usize {
-            let cell = (*(*cmds).elements.add(i)).ptr_value;
-            rebuilt = pg_sys::lappend(rebuilt, cell);
-            let cmd = cell.cast::<pg_sys::AlterTableCmd>();
+            let cmd = (*(*cmds).elements.add(i)).ptr_value.cast::<pg_sys::AlterTableCmd>();
             let def = (*cmd).def;
             if def.is_null() || (*def).type_ != NodeTag::T_ColumnDef {
                 continue;
@@ -60,19 +64,26 @@ pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt) {
                 }
                 pg_sys::AlterTableType::AT_AddColumn => {
                     let name = (*column).colname;
-                    if name.is_null() || !added_everywhere(table, name) {
+                    if name.is_null() {
+                        continue;
+                    }
+                    let first = !added.contains(&CStr::from_ptr(name));
+                    added.push(CStr::from_ptr(name));
+                    if !first || !added_everywhere(table, name) {
                         continue;
                     }
                     for default in defaults_of(column) {
                         let written = pg_sys::copyObjectImpl((*default).cast()).cast::<Node>();
                         if parameters::rename_calls(*default) {
-                            rebuilt = pg_sys::lappend(rebuilt, set_default(name, written, (*cmd).recurse).cast());
+                            set_defaults =
+                                pg_sys::lappend(set_defaults, set_default(name, written, (*cmd).recurse).cast());
                         }
                     }
                 }
                 _ => {}
             }
         }
+        let rebuilt = pg_sys::list_concat(set_defaults, cmds);
         (*stmt).cmds = rebuilt;
     }
 }

@@ -190,6 +190,26 @@ mod tests {
         let m_default = "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
                          WHERE adrelid = 'seq_rw'::regclass AND adnum = 5";
         assert_eq!(one::<String>(m_default), "0");
+        // Whatever its place in the statement, a SET DEFAULT of the
+        // statement's own has the last word; a second ADD COLUMN of one name
+        // changes nothing.
+        Spi::run(
+            "ALTER TABLE seq_rw ALTER COLUMN z SET DEFAULT 0, ADD COLUMN z bigint DEFAULT nextval('seq_rw_s');
+             ALTER TABLE seq_rw ADD COLUMN y bigint DEFAULT nextval('seq_rw_s'),
+                                ADD COLUMN IF NOT EXISTS y bigint DEFAULT nextval('seq_rw_plain');",
+        )
+        .unwrap();
+        assert_eq!(all_ours("SELECT z FROM seq_rw"), (101, 101, true));
+        assert_eq!(all_ours("SELECT y FROM seq_rw"), (101, 101, true));
+        let default_of = |column: &str| {
+            one::<String>(&format!(
+                "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef d JOIN pg_attribute a
+                     ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+                 WHERE d.adrelid = 'seq_rw'::regclass AND a.attname = '{column}'"
+            ))
+        };
+        assert_eq!(default_of("z"), "0");
+        assert_eq!(default_of("y"), "nextval('seq_rw_s'::regclass)");
         // A function of our name taking text, beside ours, is not called.
         Spi::run(
             "DO $$ BEGIN EXECUTE format(
