@@ -127,6 +127,12 @@ class Server:
         p99 = latencies[int(len(latencies) * 0.99)] / 1000.0 if latencies else float("nan")
         return tps, p99
 
+    def pgbench_builtin(self, args, clients, seconds):
+        """A built-in pgbench script (args such as ["-S", "-M", "simple"]): transactions per second."""
+        out = run(as_postgres([f"{self.bindir}/pgbench", "-h", self.dir, "-p", str(self.port), "-U", "postgres",
+                               "-n", *args, "-c", str(clients), "-T", str(seconds), "postgres"])).stdout
+        return float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out).group(1))
+
     def stop(self):
         subprocess.run(as_postgres([f"{self.bindir}/pg_ctl", "stop", "-w", "-m", "fast", "-D", self.data]),
                        capture_output=True)

@@ -22,7 +22,6 @@ import datetime
 import json
 import os
 import random
-import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,22 +93,11 @@ def bystanders(hooked, plain, n, seconds, rounds, rng):
                 (ms,) = s.timings([f"SELECT count(nextval('by_seq')) FROM generate_series(1, {n})"])
                 samples[(name, kind)].append(ms)
             else:
-                tps, _ = s.pgbench_builtin(["-S", "-M", "simple"], 1, seconds)
-                samples[(name, kind)].append(tps)
+                samples[(name, kind)].append(s.pgbench_builtin(["-S", "-M", "simple"], 1, seconds))
     result = {}
     for (name, kind), v in samples.items():
         result.setdefault(kind, {})[name] = {"median": median(v), "samples": v}
     return result
-
-
-def pgbench_builtin(self, args, clients, seconds):
-    cmd = as_postgres([f"{self.bindir}/pgbench", "-h", self.dir, "-p", str(self.port), "-U", "postgres",
-                       "-n", *args, "-c", str(clients), "-T", str(seconds), "postgres"])
-    out = run(cmd).stdout
-    return float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out).group(1)), None
-
-
-Server.pgbench_builtin = pgbench_builtin
 
 
 def report(meta, ids, copy, by):

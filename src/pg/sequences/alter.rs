@@ -21,6 +21,7 @@ use pgrx::pg_sys::{self, Node, NodeTag, Oid};
 use pgrx::PgBox;
 
 use super::parameters;
+use super::statement::relation_oid;
 
 /// Renames sequence function calls in the expressions a table rewrite
 /// evaluates, and has a new column keep the default written.
@@ -31,19 +32,10 @@ pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt) {
     // SAFETY: the caller's contract; the tags say which struct each node is.
     unsafe {
         let cmds = (*stmt).cmds;
-        if cmds.is_null() || (*stmt).relation.is_null() {
+        if cmds.is_null() {
             return;
         }
-        let table = pg_sys::RangeVarGetRelidExtended(
-            (*stmt).relation,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        );
-        if table == pg_sys::InvalidOid {
-            return;
-        }
+        let Some(table) = relation_oid((*stmt).relation, pg_sys::NoLock) else { return };
         // Our SET DEFAULTs go first: ALTER TABLE runs every SET DEFAULT in a
         // pass after every ADD COLUMN, in the statement's order, so any SET
         // DEFAULT the statement has of its own still has the last word.

@@ -23,8 +23,8 @@ use pgrx::pg_sys::{self, Node};
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgTupleDesc};
 
-use super::options::option_names;
 use super::rewrite;
+use super::statement::{option_names, relation_oid};
 use crate::pg::error::{self, Raise};
 use crate::pg::ffi;
 
@@ -55,16 +55,7 @@ pub unsafe fn plan(stmt: *mut pg_sys::CopyStmt, last_hook: bool) -> Plan {
             pg_sys::PreventCommandDuringRecovery(c"COPY".as_ptr());
         }
         // The lock COPY FROM takes, taken a little earlier.
-        let table = pg_sys::RangeVarGetRelidExtended(
-            (*stmt).relation,
-            pg_sys::RowExclusiveLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        );
-        if table == pg_sys::InvalidOid {
-            return Plan::Native;
-        }
+        let Some(table) = relation_oid((*stmt).relation, pg_sys::RowExclusiveLock) else { return Plan::Native };
         let rel = pg_sys::table_open(table, pg_sys::NoLock as _);
         let column = served_default(rel, (*stmt).attlist, takes_default_option((*stmt).options));
         pg_sys::table_close(rel, pg_sys::NoLock as _);

@@ -27,11 +27,11 @@ mod copy;
 mod fence;
 mod inline;
 mod nextval;
-mod options;
 mod parameters;
 mod privileged;
 mod registry;
 mod rewrite;
+mod statement;
 mod utility;
 
 pgrx::extension_sql_file!(

@@ -20,7 +20,7 @@ use pgrx::pg_sys::{self, NodeTag, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::options::option_names;
+use super::statement::{option_names, relation_oid};
 use super::{alter, copy, nextval, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
@@ -190,15 +190,7 @@ unsafe fn call_previous(
 /// `stmt` is an AlterSeqStmt.
 unsafe fn check_alter_sequence(stmt: *mut pg_sys::AlterSeqStmt) {
     // SAFETY: the caller's contract; a name lookup that takes no lock.
-    let seq = unsafe {
-        pg_sys::RangeVarGetRelidExtended(
-            (*stmt).sequence,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        )
-    };
+    let seq = unsafe { relation_oid((*stmt).sequence, pg_sys::NoLock) }.unwrap_or(pg_sys::InvalidOid);
     // SAFETY: as above.
     let options = unsafe { option_names((*stmt).options) };
     refuse_opening(seq, &options, "ALTER SEQUENCE");
@@ -209,15 +201,9 @@ unsafe fn check_alter_sequence(stmt: *mut pg_sys::AlterSeqStmt) {
 unsafe fn check_alter_table(stmt: *mut pg_sys::AlterTableStmt) {
     // SAFETY: the caller's contract.
     unsafe {
-        let table = pg_sys::RangeVarGetRelidExtended(
-            (*stmt).relation,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        );
         let cmds = (*stmt).cmds;
-        if table == pg_sys::InvalidOid || cmds.is_null() {
+        let Some(table) = relation_oid((*stmt).relation, pg_sys::NoLock) else { return };
+        if cmds.is_null() {
             return;
         }
         for i in 0..(*cmds).length as usize {
