@@ -222,7 +222,7 @@ impl Iterator for Block {
 
 /// The state of one node's generator. Plain data (`Copy`), so it can live in
 /// shared memory behind a lock.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Generator {
     template: IdTemplate,
     window: Window,
@@ -325,6 +325,52 @@ impl Generator {
     #[inline]
     pub fn reserve(&mut self, now: i64, want: u64, max_drift: u64) -> Result<Grant, Refusal> {
         self.reserve_within::<false>(now, want, max_drift)
+    }
+
+    /// One ID, when nothing but counting is needed: the clock did not go
+    /// back, the ID lies within `max_drift` of it, and the durable mark is
+    /// further ahead than the renewal margin. Then the result and the state
+    /// afterwards are exactly those of `reserve(now, 1, max_drift)` with a
+    /// grant that asks for no mark (a property test holds the two together).
+    /// Otherwise `None`, and nothing changed: call [`Generator::reserve`].
+    ///
+    /// The hot path of a single ID. It never panics, in a debug build too
+    /// (the arithmetic saturates or is bounded by the checks before it), so
+    /// its caller may run it outside a panic guard.
+    #[inline(always)]
+    pub fn reserve_one(&mut self, now: i64, max_drift: u64) -> Option<i64> {
+        let t = self.template;
+        // A clock before the epoch or past the range, or a reading older than
+        // the last (the clock went back, to be counted and reported; or the
+        // caller read it before waiting for its lock), takes the general path.
+        if now < self.wall_last || now < 0 || now as u64 > t.max_tick() {
+            return None;
+        }
+        let wall_tick = now as u64;
+        let start = self.next.max(t.position(wall_tick));
+        let tick = t.tick_of(start);
+        // Beyond the drift bound (or the range: the bound is at most the
+        // range's last tick here only when max_drift is), or near the mark.
+        if tick > wall_tick.saturating_add(max_drift)
+            || tick > t.max_tick()
+            || start.saturating_add(1).saturating_add(self.renew_margin) >= self.durable
+        {
+            return None;
+        }
+        // What `count` records for a block of one.
+        let starts_a_tick = t.sequence_of(start) == 0;
+        if starts_a_tick && tick > wall_tick {
+            self.stats.ticks_borrowed += 1;
+        }
+        if starts_a_tick && !self.fresh && start == self.next {
+            self.stats.sequence_exhaustions += 1;
+        }
+        self.stats.ids_issued += 1;
+        self.wall_last = now;
+        self.wall_high = self.wall_high.max(now);
+        self.next = start + 1;
+        self.fresh = false;
+        Some(t.encode(start, self.clock_back))
     }
 
     /// Like [`Generator::reserve`], but the block is a *run*: exactly `want`

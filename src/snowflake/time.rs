@@ -47,7 +47,9 @@ impl TimeBase {
         if self.tick_ms == 1 {
             since
         } else {
-            since.div_euclid(i64::from(self.tick_ms))
+            // Checked only to leave no panic path in the hot path: tick_ms is
+            // at least 1, so this neither divides by zero nor overflows.
+            since.checked_div_euclid(i64::from(self.tick_ms)).unwrap_or(since)
         }
     }
 
@@ -70,7 +72,8 @@ impl TimeBase {
         if self.tick_ms == 1 {
             ms
         } else {
-            ms / u64::from(self.tick_ms)
+            // Checked for the same reason as in tick_of.
+            ms.checked_div(u64::from(self.tick_ms)).unwrap_or(ms)
         }
     }
 

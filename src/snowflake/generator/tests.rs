@@ -278,6 +278,37 @@ fn marks_are_renewed_before_they_are_reached_about_once_per_window() {
 }
 
 #[test]
+fn the_quick_path_serves_steady_load_and_leaves_marks_and_step_backs_to_reserve() {
+    let spec = "timestamp:41,datacenter:5,worker:5,sequence:12";
+    let mut c = Caller::new(spec, 1000);
+    let (mut quick, mut general, mut last) = (0, 0, i64::MIN);
+    // 20 IDs a tick for 3000 ticks, then the clock steps back 5 ticks.
+    for now in (1000..4000).chain(3995..4000) {
+        for _ in 0..20 {
+            let before = c.g;
+            let id = match c.g.reserve_one(now, 10) {
+                Some(id) => {
+                    quick += 1;
+                    id
+                }
+                None => {
+                    assert_eq!(c.g, before);
+                    general += 1;
+                    c.ids(now, 1, 10)[0]
+                }
+            };
+            assert!(id > last);
+            last = id;
+        }
+    }
+    // The first call, one renewal every 750 ticks, and the step back.
+    assert!((5..=10).contains(&general), "{general} calls took the general path");
+    assert_eq!(quick + general, 60_100);
+    assert_eq!(c.g.stats().ids_issued, 60_100);
+    assert_eq!(c.g.stats().clock_step_backs, 1);
+}
+
+#[test]
 fn one_renewal_at_a_time_and_a_failed_one_is_asked_for_again() {
     let t = template(SMALL);
     let mut c = Caller::new(SMALL, 10);
@@ -494,7 +525,9 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        6 => (prop_oneof![Just(0i64), -3i64..4, -5_000i64..5_000, -10_000_000i64..10_000_000], 1u64..20, any::<bool>())
+        6 => (prop_oneof![Just(0i64), -3i64..4, -5_000i64..5_000, -10_000_000i64..10_000_000],
+              prop_oneof![Just(1u64), 1u64..20],
+              any::<bool>())
             .prop_map(|(clock_moves, want, run)| Step::Take { clock_moves, want, run }),
         2 => Just(Step::WriteRenewals),
         1 => (0usize..4).prop_map(|lag| Step::Crash { lag }),
@@ -510,6 +543,22 @@ fn window_of(t: &IdTemplate, ticks: u64) -> Window {
         Window::of(t, &TimeBase::new(UnixMillis(0), 3_000).unwrap())
     } else {
         Window::ticks(t, ticks)
+    }
+}
+
+/// `reserve_one` grants what `reserve` of one ID grants when that asks for
+/// no mark, and leaves the generator as `reserve` does; or it declines and
+/// changes nothing.
+fn same_as_reserve(g: Generator, now: i64, drift: u64) {
+    let (mut quick, mut general) = (g, g);
+    match quick.reserve_one(now, drift) {
+        Some(id) => {
+            let grant = general.reserve(now, 1, drift).expect("reserve_one granted");
+            assert_eq!(grant.renew, None);
+            assert_eq!(grant.block.collect::<Vec<_>>(), [id]);
+            assert_eq!(quick, general);
+        }
+        None => assert_eq!(quick, g, "a declined call changes nothing"),
     }
 }
 
@@ -573,6 +622,9 @@ fn run(spec: &str, drift: u64, window: u64, steps: &[Step]) -> Vec<(u64, i64)> {
                 loop {
                     attempts += 1;
                     assert!(attempts < 10, "a call settles within a few attempts");
+                    if want == 1 && !run {
+                        same_as_reserve(g, now, drift);
+                    }
                     let reserved = if run { g.reserve_run(now, want, drift) } else { g.reserve(now, want, drift) };
                     match reserved {
                         Ok(grant) => {
