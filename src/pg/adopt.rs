@@ -6,5 +6,5 @@
 pgrx::extension_sql_file!(
     "../../sql/snowflake_adopt.sql",
     name = "adopt",
-    requires = [snowflake_from_timestamp, snowflake_next_id]
+    requires = [snowflake_from_timestamp, "snowflake_next_id"]
 );

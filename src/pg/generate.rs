@@ -1,4 +1,5 @@
-//! `snowflake_next_id()` and `snowflake_next_ids(n)`.
+//! Taking IDs from the shared generator, and `snowflake_next_ids(n)`; the
+//! hot path of `snowflake_next_id()` is [`super::next_id`].
 
 use std::time::{Duration, Instant};
 
@@ -24,12 +25,6 @@ const INTERRUPT_CHECK_ROWS: usize = 1 << 16;
 /// Sleep at most this long between looks at the clock while waiting, so a
 /// clock that is corrected forward is noticed quickly.
 const MAX_NAP: Duration = Duration::from_millis(100);
-
-/// A new ID, unique on this server and greater than every ID it issued before.
-#[pg_extern(volatile, parallel_safe)]
-fn snowflake_next_id() -> i64 {
-    reserve(1).next().expect("a block holds at least one ID")
-}
 
 /// `n` new IDs in increasing order, taken in blocks with one lock round-trip
 /// each and written straight into the result set in one call (materialize

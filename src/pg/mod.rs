@@ -7,7 +7,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step |
-//! | SQL | [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`sequences`]: registered sequences hand out snowflake IDs |
+//! | SQL | [`next_id`]: the hot path of `snowflake_next_id()`; [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`sequences`]: registered sequences hand out snowflake IDs |
 //! | policy | [`marks`]: making a mark durable, replaying one |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`], [`publisher`]: which server an apply worker's rows come from |
 //! | base | [`settings`], [`error`], [`clock`], [`control`], [`timestamp`], [`ffi`] |
@@ -25,6 +25,7 @@ mod generate;
 mod guard;
 mod marks;
 mod new_space;
+mod next_id;
 mod publisher;
 mod sequences;
 mod settings;

@@ -114,8 +114,9 @@ pub fn config() -> &'static Config {
     CONFIG.get().expect("snowflake_id is initialised in shared_preload_libraries")
 }
 
-/// The configuration, if this process has one (not while it is being validated).
-fn try_config() -> Option<&'static Config> {
+/// The configuration, if this process has one (not while it is being
+/// validated, nor in a server that did not preload the library).
+pub fn try_config() -> Option<&'static Config> {
     CONFIG.get()
 }
 

@@ -137,13 +137,20 @@ impl State {
         self.file_micros += times.file_micros;
     }
 
+    /// Whether a clock step back awaits its report (then every call takes
+    /// the general path, which makes it when a minute has passed since the last).
+    #[inline]
+    pub fn step_back_unreported(&self) -> bool {
+        self.generator.stats().clock_step_backs != self.reported_step_backs
+    }
+
     /// A report when the clock went back since the last one, at most one a minute.
     #[inline]
     pub fn take_step_back_report(&mut self, now: UnixMillis) -> Option<StepBackReport> {
-        let stats = self.generator.stats();
-        if stats.clock_step_backs == self.reported_step_backs {
+        if !self.step_back_unreported() {
             return None;
         }
+        let stats = self.generator.stats();
         if self.last_report.0.abs_diff(now.0) < WARNING_INTERVAL_MS {
             return None;
         }
@@ -362,6 +369,21 @@ impl std::ops::Deref for ReadGuard {
 #[inline]
 pub fn lock() -> StateGuard {
     StateGuard(Held::acquire(pg_sys::LWLockMode::LW_EXCLUSIVE))
+}
+
+/// The state, exclusively, or `None` in a process without the segment (the
+/// library was not preloaded): [`lock`] without its assertion, for the hot
+/// path, which runs outside a panic guard.
+#[inline]
+pub fn try_lock() -> Option<StateGuard> {
+    // SAFETY: see `segment`.
+    let segment = unsafe { SEGMENT };
+    if segment.is_null() {
+        return None;
+    }
+    // SAFETY: as in `Held::acquire`.
+    unsafe { ffi::lwlock_acquire((*segment).lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+    Some(StateGuard(Held { segment }))
 }
 
 /// The state, to read.

@@ -9,8 +9,7 @@
 //! from `shared_preload_libraries`.
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
@@ -31,9 +30,11 @@ static RMGR_ID: AtomicU8 = AtomicU8::new(0);
 pub type Redo = unsafe extern "C-unwind" fn(record: *mut pg_sys::XLogReaderState);
 
 /// Registers the resource manager with `redo` as its redo function, or stops
-/// the server when its ID is taken. Postmaster only, while
+/// the server when its ID is taken; and reads which form the server's
+/// synchronous standby status has. Postmaster only, while
 /// `shared_preload_libraries` load.
 pub fn register(redo: Redo) {
+    decide_sync_standbys_format();
     let id = settings::wal_rmgr_id();
     // SAFETY: RmgrTable has an entry for every ID up to 255; custom entries
     // are filled only by RegisterCustomRmgr, while libraries load.
@@ -197,17 +198,23 @@ fn shared_sync_standbys() -> u8 {
 /// another minor release than the headers this library was built with.
 #[inline]
 fn shared_sync_standbys_are_flags() -> bool {
-    static FLAGS: OnceLock<bool> = OnceLock::new();
-    *FLAGS.get_or_init(|| {
-        let version = server_version_num();
-        let first_with_flags = match version / 10_000 {
-            15 => 150_013,
-            16 => 160_009,
-            17 => 170_005,
-            _ => 0,
-        };
-        version >= first_with_flags
-    })
+    SYNC_STANDBYS_ARE_FLAGS.load(Ordering::Relaxed)
+}
+
+/// [`shared_sync_standbys_are_flags`], decided when the library loads (in
+/// the postmaster, inherited by every backend), so that the hot path reads a
+/// byte rather than initialising anything.
+static SYNC_STANDBYS_ARE_FLAGS: AtomicBool = AtomicBool::new(false);
+
+fn decide_sync_standbys_format() {
+    let version = server_version_num();
+    let first_with_flags = match version / 10_000 {
+        15 => 150_013,
+        16 => 160_009,
+        17 => 170_005,
+        _ => 0,
+    };
+    SYNC_STANDBYS_ARE_FLAGS.store(version >= first_with_flags, Ordering::Relaxed);
 }
 
 /// The running server's `server_version_num`, such as 170011.
@@ -231,6 +238,15 @@ fn confirmed(lsn: pg_sys::XLogRecPtr, mode: usize) -> bool {
     unsafe { std::ptr::read_volatile(&raw const (*pg_sys::WalSndCtl).lsn[mode]) >= lsn }
 }
 
+/// Whether [`wait_for_synchronous_standbys`] has anything to wait for, and
+/// in which mode. Reads this backend's settings and shared memory only: it
+/// never raises an ERROR or panics (the hot path asks it outside a guard).
+#[inline]
+pub fn wait_mode(lsn: pg_sys::XLogRecPtr) -> Option<usize> {
+    let mode = sync_mode()?;
+    (lsn != 0 && !confirmed(lsn, mode) && standbys_defined()).then_some(mode)
+}
+
 /// Waits, as a commit would, until the synchronous standbys have WAL up to
 /// `lsn` (the record of the mark the caller's IDs rely on), when this
 /// session's `synchronous_commit` asks for synchronous standbys and the
@@ -245,10 +261,7 @@ fn confirmed(lsn: pg_sys::XLogRecPtr, mode: usize) -> bool {
 /// its IDs, whatever other interrupt came meanwhile.
 #[inline]
 pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), SyncWaitCancelled> {
-    let Some(mode) = sync_mode() else { return Ok(()) };
-    if lsn == 0 || confirmed(lsn, mode) || !standbys_defined() {
-        return Ok(());
-    }
+    let Some(mode) = wait_mode(lsn) else { return Ok(()) };
     // SAFETY: a backend with a PGPROC, outside any critical section, holding
     // interrupts as a commit does (PostgreSQL asserts it); the wait itself
     // serves cancel and termination requests. pgrx's binding traps an ERROR.

@@ -1,0 +1,112 @@
+//! `snowflake_next_id()`: the hot path, a plain C entry point.
+//!
+//! Most calls need the generator's lock, a clock reading and a few integer
+//! operations, nothing that can fail. This entry serves those without pgrx's
+//! per-call wrapper (a panic guard with its memory-context bookkeeping, a
+//! good share of a call's time), and hands every other call to the general
+//! path of [`generate`] inside that guard, which raises its errors after the
+//! lock is released.
+//!
+//! # Why the quick path runs without a guard
+//! PostgreSQL calls this entry through a plain `extern "C"` function, so a
+//! Rust panic escaping it would abort the server, and a PostgreSQL ERROR
+//! raised inside it would `longjmp` over Rust frames. [`quick`] can do
+//! neither:
+//! - it calls no PostgreSQL function that raises an ERROR: `RecoveryInProgress`,
+//!   `LWLockAcquire` and `LWLockRelease` on our own lock (see [`ffi`]), and
+//!   reads of settings and shared memory ([`wal::wait_mode`]);
+//! - it allocates nothing and has no panic path: the configuration and the
+//!   segment are looked up as `Option`s (a server without the preloaded
+//!   library takes the general path and its error), and
+//!   [`Generator::reserve_one`] is documented and tested to decline rather
+//!   than panic. `scripts/check-hot-path` disassembles the release build and
+//!   fails if this entry can reach a panic or an unwind.
+//!
+//! The general path runs inside `pgrx_extern_c_guard`, as a `#[pg_guard]`
+//! function body does: a panic becomes an ERROR there, and the `longjmp` of
+//! an ERROR leaves through this entry's frame, which then holds nothing to drop.
+//!
+//! [`Generator::reserve_one`]: crate::snowflake::generator::Generator::reserve_one
+
+use pgrx::pg_sys;
+
+use super::{clock, ffi, generate, marks, settings, shmem, wal};
+
+/// `snowflake_next_id()`. The symbol is the one pgrx gave the function
+/// before, so that installations of earlier versions call this entry
+/// without an upgrade of their SQL.
+#[no_mangle]
+pub extern "C" fn snowflake_next_id_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    let id = match quick() {
+        Quick::Issued(id) => id,
+        // SAFETY: the outermost Rust frame of a call from PostgreSQL; this
+        // frame holds nothing that needs dropping if the guard longjmps.
+        Quick::AfterStandbys(id, lsn) => unsafe {
+            pg_sys::panic::pgrx_extern_c_guard(|| {
+                marks::wait_for_standbys(lsn);
+                id
+            })
+        },
+        // SAFETY: as above.
+        Quick::Declined => unsafe {
+            pg_sys::panic::pgrx_extern_c_guard(|| generate::reserve(1).next().expect("a block holds at least one ID"))
+        },
+    };
+    // SAFETY: `fcinfo` is the call's own, which PostgreSQL passes valid.
+    unsafe { (*fcinfo).isnull = false };
+    pg_sys::Datum::from(id)
+}
+
+#[no_mangle]
+pub extern "C" fn pg_finfo_snowflake_next_id_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+pgrx::extension_sql!(
+    "CREATE FUNCTION snowflake_next_id() RETURNS bigint\n\
+     STRICT VOLATILE PARALLEL SAFE\n\
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_next_id_wrapper';\n",
+    name = "snowflake_next_id"
+);
+
+/// What the quick path did.
+enum Quick {
+    /// The ID, ready to hand out.
+    Issued(i64),
+    /// The ID, to hand out once synchronous standbys have the mark (WAL up to
+    /// the LSN) it relies on.
+    AfterStandbys(i64, u64),
+    /// Nothing taken: the general path decides.
+    Declined,
+}
+
+/// One ID from the shared generator when nothing but the lock and the clock
+/// is needed: not in recovery, the mark known, no clock step back to report,
+/// and the generator's own quick path granting it. Never raises an ERROR and
+/// never panics (see the module header).
+#[inline(always)]
+fn quick() -> Quick {
+    let Some(config) = settings::try_config() else { return Quick::Declined };
+    if ffi::recovery_in_progress() {
+        return Quick::Declined;
+    }
+    let time = config.codec.time;
+    let drift = time.ticks_in(settings::max_drift_ms());
+    // Read before the lock, which is then held for less. Readings must reach
+    // the generator in order: reserve_one declines one older than the last
+    // reading another backend brought meanwhile, and the general path reads
+    // the clock again under the lock.
+    let now = time.tick_of(clock::now());
+    let Some(mut state) = shmem::try_lock() else { return Quick::Declined };
+    if state.unknown.is_some() || state.step_back_unreported() {
+        return Quick::Declined;
+    }
+    let Some(id) = state.generator.reserve_one(now, drift) else { return Quick::Declined };
+    let lsn = state.mark_lsn;
+    drop(state);
+    match wal::wait_mode(lsn) {
+        None => Quick::Issued(id),
+        Some(_) => Quick::AfterStandbys(id, lsn),
+    }
+}
