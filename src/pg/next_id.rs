@@ -39,22 +39,36 @@ use super::{clock, ffi, generate, marks, settings, shmem, wal};
 pub extern "C" fn snowflake_next_id_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     let id = match quick() {
         Quick::Issued(id) => id,
-        // SAFETY: the outermost Rust frame of a call from PostgreSQL; this
-        // frame holds nothing that needs dropping if the guard longjmps.
-        Quick::AfterStandbys(id, lsn) => unsafe {
-            pg_sys::panic::pgrx_extern_c_guard(|| {
-                marks::wait_for_standbys(lsn);
-                id
-            })
-        },
-        // SAFETY: as above.
-        Quick::Declined => unsafe {
-            pg_sys::panic::pgrx_extern_c_guard(|| generate::reserve(1).next().expect("a block holds at least one ID"))
-        },
+        Quick::AfterStandbys(id, lsn) => after_standbys(id, lsn),
+        Quick::Declined => general(),
     };
     // SAFETY: `fcinfo` is the call's own, which PostgreSQL passes valid.
     unsafe { (*fcinfo).isnull = false };
     pg_sys::Datum::from(id)
+}
+
+/// The general path, in its own frame so that the quick path's stays small.
+#[cold]
+#[inline(never)]
+fn general() -> i64 {
+    // SAFETY: called only from the C entry above, whose frame and this one
+    // hold nothing that needs dropping if the guard longjmps out of them.
+    unsafe {
+        pg_sys::panic::pgrx_extern_c_guard(|| generate::reserve(1).next().expect("a block holds at least one ID"))
+    }
+}
+
+/// Hands out `id` once the synchronous standbys have WAL up to `lsn`.
+#[cold]
+#[inline(never)]
+fn after_standbys(id: i64, lsn: u64) -> i64 {
+    // SAFETY: as in `general`.
+    unsafe {
+        pg_sys::panic::pgrx_extern_c_guard(|| {
+            marks::wait_for_standbys(lsn);
+            id
+        })
+    }
 }
 
 #[no_mangle]

@@ -241,7 +241,7 @@ fn confirmed(lsn: pg_sys::XLogRecPtr, mode: usize) -> bool {
 /// Whether [`wait_for_synchronous_standbys`] has anything to wait for, and
 /// in which mode. Reads this backend's settings and shared memory only: it
 /// never raises an ERROR or panics (the hot path asks it outside a guard).
-#[inline]
+#[inline(always)]
 pub fn wait_mode(lsn: pg_sys::XLogRecPtr) -> Option<usize> {
     let mode = sync_mode()?;
     (lsn != 0 && !confirmed(lsn, mode) && standbys_defined()).then_some(mode)
