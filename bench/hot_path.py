@@ -157,7 +157,7 @@ def report(meta, runs):
     for i, (name, _, want, _) in enumerate(table[0]):
         met = [t[i][3] for t in table]
         verdict = "" if met[0] is None else ("yes" if all(met) else "no")
-        lines.append(f"| {name} | " + " | ".join(f"{t[i][1]:.2f}" for t in table) + f" | {want} | {verdict} |")
+        lines.append(f"| {name} | " + " | ".join(f"{t[i][1]:.3f}" for t in table) + f" | {want} | {verdict} |")
     return "\n".join(lines) + "\n"
 
 
