@@ -3,24 +3,27 @@
 //! Most calls need the generator's lock, a clock reading and a few integer
 //! operations, nothing that can fail. This entry serves those without pgrx's
 //! per-call wrapper (a panic guard with its memory-context bookkeeping, a
-//! good share of a call's time), and hands every other call to the general
-//! path of [`generate`] inside that guard, which raises its errors after the
-//! lock is released.
+//! good share of a call's time). Every other call (a mark to write or near, a
+//! wait, an error, recovery, an unknown mark, a clock step back to report)
+//! goes to the general path of [`generate`] inside that guard, which raises
+//! its errors after the lock is released; a wait for synchronous standbys
+//! after a quick ID runs inside the guard too.
 //!
 //! # Why the quick path runs without a guard
 //! PostgreSQL calls this entry through a plain `extern "C"` function, so a
 //! Rust panic escaping it would abort the server, and a PostgreSQL ERROR
 //! raised inside it would `longjmp` over Rust frames. [`quick`] can do
 //! neither:
-//! - it calls no PostgreSQL function that raises an ERROR: `RecoveryInProgress`,
-//!   `LWLockAcquire` and `LWLockRelease` on our own lock (see [`ffi`]), and
-//!   reads of settings and shared memory ([`wal::wait_mode`]);
+//! - it calls no PostgreSQL function that raises an ERROR: `RecoveryInProgress`
+//!   (reads shared memory), `LWLockAcquire` and `LWLockRelease` on our own
+//!   lock (an ERROR only past 200 held LWLocks, see [`ffi`]), and reads of
+//!   settings and shared memory ([`wal::wait_mode`]);
 //! - it allocates nothing and has no panic path: the configuration and the
-//!   segment are looked up as `Option`s (a server without the preloaded
-//!   library takes the general path and its error), and
-//!   [`Generator::reserve_one`] is documented and tested to decline rather
-//!   than panic. `scripts/check-hot-path` disassembles the release build and
-//!   fails if this entry can reach a panic or an unwind.
+//!   segment are looked up as `Option`s (defensively: `_PG_init` refuses to
+//!   load the library anywhere but in shared_preload_libraries), and
+//!   [`Generator::reserve_one`] declines rather than panics.
+//!   `scripts/check-hot-path` reads the release build's machine code and
+//!   fails if this entry can reach a panic or an unwind outside the guard.
 //!
 //! The general path runs inside `pgrx_extern_c_guard`, as a `#[pg_guard]`
 //! function body does: a panic becomes an ERROR there, and the `longjmp` of
@@ -35,8 +38,11 @@ use super::{clock, ffi, generate, marks, settings, shmem, wal};
 /// `snowflake_next_id()`. The symbol is the one pgrx gave the function
 /// before, so that installations of earlier versions call this entry
 /// without an upgrade of their SQL.
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with the call's `fcinfo`.
 #[no_mangle]
-pub extern "C" fn snowflake_next_id_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+pub unsafe extern "C" fn snowflake_next_id_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     let id = match quick() {
         Quick::Issued(id) => id,
         Quick::AfterStandbys(id, lsn) => after_standbys(id, lsn),
@@ -107,15 +113,15 @@ fn quick() -> Quick {
     }
     let time = config.codec.time;
     let drift = time.ticks_in(settings::max_drift_ms());
-    // Read before the lock, which is then held for less. Readings must reach
-    // the generator in order: reserve_one declines one older than the last
-    // reading another backend brought meanwhile, and the general path reads
-    // the clock again under the lock.
-    let now = time.tick_of(clock::now());
     let Some(mut state) = shmem::try_lock() else { return Quick::Declined };
     if state.unknown.is_some() || state.step_back_unreported() {
         return Quick::Declined;
     }
+    // Under the lock, as on the general path: readings reach the generator
+    // in the order they were taken. (One taken before the lock could be
+    // larger than a step back another backend recorded meanwhile, and undo
+    // it: a second, false step back, or with a clock_back field a second era.)
+    let now = time.tick_of(clock::now());
     let Some(id) = state.generator.reserve_one(now, drift) else { return Quick::Declined };
     let lsn = state.mark_lsn;
     drop(state);

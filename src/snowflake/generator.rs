@@ -334,23 +334,24 @@ impl Generator {
     /// grant that asks for no mark (a property test holds the two together).
     /// Otherwise `None`, and nothing changed: call [`Generator::reserve`].
     ///
-    /// The hot path of a single ID. It never panics, in a debug build too
-    /// (the arithmetic saturates or is bounded by the checks before it), so
-    /// its caller may run it outside a panic guard.
+    /// The hot path of a single ID, which its caller runs outside a panic
+    /// guard: it has no panic path in a release build (no division, no
+    /// indexing, no unwrap; sums saturate or are bounded by the checks before
+    /// them). A debug build adds overflow checks, to the counters among
+    /// others, that cannot fire (they would need 2^64 IDs).
     #[inline(always)]
     pub fn reserve_one(&mut self, now: i64, max_drift: u64) -> Option<i64> {
         let t = self.template;
-        // A clock before the epoch or past the range, or a reading older than
-        // the last (the clock went back, to be counted and reported; or the
-        // caller read it before waiting for its lock), takes the general path.
+        // A clock before the epoch or past the range, or one that went back
+        // (to be counted and reported), takes the general path.
         if now < self.wall_last || now < 0 || now as u64 > t.max_tick() {
             return None;
         }
         let wall_tick = now as u64;
         let start = self.next.max(t.position(wall_tick));
         let tick = t.tick_of(start);
-        // Beyond the drift bound (or the range: the bound is at most the
-        // range's last tick here only when max_drift is), or near the mark.
+        // Beyond the drift bound or the range (wall_tick + max_drift may pass
+        // the range's last tick), or near the mark: the general path.
         if tick > wall_tick.saturating_add(max_drift)
             || tick > t.max_tick()
             || start.saturating_add(1).saturating_add(self.renew_margin) >= self.durable
