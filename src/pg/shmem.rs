@@ -310,11 +310,21 @@ struct Held {
 impl Held {
     #[inline]
     fn acquire(mode: pg_sys::LWLockMode::Type) -> Held {
-        let segment = segment();
+        Held::try_acquire(mode).expect("snowflake_id shared memory is initialised at server start")
+    }
+
+    /// The lock, or `None` in a process without the segment. Never panics.
+    #[inline]
+    fn try_acquire(mode: pg_sys::LWLockMode::Type) -> Option<Held> {
+        // SAFETY: see `segment`.
+        let segment = unsafe { SEGMENT };
+        if segment.is_null() {
+            return None;
+        }
         // SAFETY: the lock was initialised with the segment; backends have a
         // PGPROC; the layer holds at most two LWLocks.
         unsafe { ffi::lwlock_acquire((*segment).lock, mode) };
-        Held { segment }
+        Some(Held { segment })
     }
 
     #[inline]
@@ -376,14 +386,7 @@ pub fn lock() -> StateGuard {
 /// path, which runs outside a panic guard.
 #[inline]
 pub fn try_lock() -> Option<StateGuard> {
-    // SAFETY: see `segment`.
-    let segment = unsafe { SEGMENT };
-    if segment.is_null() {
-        return None;
-    }
-    // SAFETY: as in `Held::acquire`.
-    unsafe { ffi::lwlock_acquire((*segment).lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
-    Some(StateGuard(Held { segment }))
+    Held::try_acquire(pg_sys::LWLockMode::LW_EXCLUSIVE).map(StateGuard)
 }
 
 /// The state, to read.

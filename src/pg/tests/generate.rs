@@ -1,5 +1,6 @@
-//! snowflake_next_id() and snowflake_next_ids() (`src/pg/generate.rs`): IDs
-//! increase and never repeat, within a call, a statement and a table default.
+//! snowflake_next_id() and snowflake_next_ids() (`src/pg/next_id.rs`,
+//! `src/pg/generate.rs`): IDs increase and never repeat, within a call, a
+//! statement and a table default.
 //! Their errors (bulk sizes) are pinned in `tests/pg_regress/sql/errors.sql`;
 //! several backends generating at once, in `tests/bulk.rs`.
 
