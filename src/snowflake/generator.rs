@@ -144,6 +144,16 @@ pub struct Stats {
     pub marks_replayed: u64,
 }
 
+/// A clock reading (in ticks) taken before the generator's lock, for
+/// [`Generator::reserve_one_early`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EarlyReading {
+    pub now: i64,
+    /// [`Stats::clock_step_backs`] as last published by a holder of the lock,
+    /// read before the clock: no higher than the count when the clock was read.
+    pub step_backs_before: u64,
+}
+
 /// Why no block was handed out. Nothing was issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -372,6 +382,27 @@ impl Generator {
         self.next = start + 1;
         self.fresh = false;
         Some(t.encode(start, self.clock_back))
+    }
+
+    /// [`Generator::reserve_one`] for a clock reading the caller took before
+    /// it took the generator's lock, so that the clock's latency overlaps the
+    /// lock's. Declines, changing nothing, when a clock step back was
+    /// recorded after the reading was taken.
+    ///
+    /// Readings taken before the lock reach the generator out of the order
+    /// they were taken in. One older than a recorded step back may lie above
+    /// it and, accepted, undo it: the next reading would count the same step
+    /// back a second time, and with a clock_back field open a second era.
+    /// A reading accepted here is no lower than the last one recorded
+    /// ([`Generator::reserve_one`] declines a lower one), and no reading
+    /// taken after it counted a step back, so it undoes none: every step
+    /// back is counted once, as when every reading is taken under the lock.
+    #[inline(always)]
+    pub fn reserve_one_early(&mut self, reading: EarlyReading, max_drift: u64) -> Option<i64> {
+        if reading.step_backs_before != self.stats.clock_step_backs {
+            return None;
+        }
+        self.reserve_one(reading.now, max_drift)
     }
 
     /// Like [`Generator::reserve`], but the block is a *run*: exactly `want`

@@ -438,6 +438,33 @@ fn clock_back_mode_starts_a_new_era_at_the_wall_clock_once_its_mark_is_durable()
 }
 
 #[test]
+fn a_reading_taken_before_a_recorded_step_back_is_declined_so_the_step_opens_one_era() {
+    let mut c = Caller::new(WITH_CB, 1000);
+    c.ids(1000, 1, 5);
+    // Backend A reads the clock (1001) before taking the lock; the clock
+    // steps back; backend B takes the lock first and records the step back.
+    let a = EarlyReading { now: 1001, step_backs_before: c.g.stats().clock_step_backs };
+    c.ids(501, 1, 5);
+    assert_eq!((c.g.clock_back(), c.g.stats().clock_step_backs), (1, 1));
+    let before = c.g;
+    // Accepted, A's reading would undo the step back: the next reading
+    // counts it again and opens a second era.
+    let mut unchecked = before;
+    assert!(unchecked.reserve_one(a.now, 5).is_some());
+    let mut unchecked = Caller { g: unchecked, written: Vec::new() };
+    unchecked.ids(502, 1, 5);
+    assert_eq!((unchecked.g.clock_back(), unchecked.g.stats().clock_step_backs), (2, 2));
+    // Declined, it changes nothing; A reads the clock again under the lock.
+    assert_eq!(c.g.reserve_one_early(a, 5), None);
+    assert_eq!(c.g, before);
+    c.ids(502, 1, 5);
+    assert_eq!((c.g.clock_back(), c.g.stats().clock_step_backs), (1, 1));
+    // A reading taken after the step back was recorded is served.
+    let b = EarlyReading { now: 503, step_backs_before: c.g.stats().clock_step_backs };
+    assert!(c.g.reserve_one_early(b, 5).is_some());
+}
+
+#[test]
 fn clock_back_mode_still_waits_when_it_merely_ran_ahead() {
     let mut c = Caller::new(WITH_CB, 10);
     c.ids(1000, 4, 0);
@@ -559,6 +586,20 @@ fn same_as_reserve(g: Generator, now: i64, drift: u64) {
             assert_eq!(quick, general);
         }
         None => assert_eq!(quick, g, "a declined call changes nothing"),
+    }
+    // A reading taken before the lock is served alike when no step back was
+    // recorded since it was taken, and declined otherwise.
+    let seen = g.stats().clock_step_backs;
+    let (mut early, mut quick) = (g, g);
+    assert_eq!(
+        early.reserve_one_early(EarlyReading { now, step_backs_before: seen }, drift),
+        quick.reserve_one(now, drift)
+    );
+    assert_eq!(early, quick);
+    if let Some(older) = seen.checked_sub(1) {
+        let mut early = g;
+        assert_eq!(early.reserve_one_early(EarlyReading { now, step_backs_before: older }, drift), None);
+        assert_eq!(early, g);
     }
 }
 
