@@ -34,6 +34,7 @@
 use pgrx::pg_sys;
 
 use super::{clock, ffi, generate, marks, settings, shmem, wal};
+use crate::snowflake::generator::EarlyReading;
 
 /// `snowflake_next_id()`. The symbol is the one pgrx gave the function
 /// before, so that installations of earlier versions call this entry
@@ -102,8 +103,9 @@ enum Quick {
 }
 
 /// One ID from the shared generator when nothing but the lock and the clock
-/// is needed: not in recovery, the mark known, no clock step back to report,
-/// and the generator's own quick path granting it. Never raises an ERROR and
+/// is needed: not in recovery, the mark known, no clock step back to report
+/// or counted since the clock was read, and the generator's own quick path
+/// granting it. Never raises an ERROR and
 /// never panics (see the module header).
 #[inline(always)]
 fn quick() -> Quick {
@@ -113,16 +115,17 @@ fn quick() -> Quick {
     }
     let time = config.codec.time;
     let drift = time.ticks_in(settings::max_drift_ms());
+    // The clock is read before the lock, so that its latency overlaps the
+    // lock's; the generator declines the reading if a step back was counted
+    // after it was taken (see `Generator::reserve_one_early`), and the
+    // general path reads the clock again under the lock.
+    let Some(step_backs_before) = shmem::step_backs_published() else { return Quick::Declined };
+    let reading = EarlyReading { now: time.tick_of(clock::now()), step_backs_before };
     let Some(mut state) = shmem::try_lock() else { return Quick::Declined };
     if state.unknown.is_some() || state.step_back_unreported() {
         return Quick::Declined;
     }
-    // Under the lock, as on the general path: readings reach the generator
-    // in the order they were taken. (One taken before the lock could be
-    // larger than a step back another backend recorded meanwhile, and undo
-    // it: a second, false step back, or with a clock_back field a second era.)
-    let now = time.tick_of(clock::now());
-    let Some(id) = state.generator.reserve_one(now, drift) else { return Quick::Declined };
+    let Some(id) = state.generator.reserve_one_early(reading, drift) else { return Quick::Declined };
     let lsn = state.mark_lsn;
     drop(state);
     match wal::wait_mode(lsn) {

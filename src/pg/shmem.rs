@@ -22,8 +22,14 @@
 //!   nor across a report.
 //! - All are released by their guards' `Drop`, also when an error unwinds,
 //!   and by PostgreSQL itself when a process exits or aborts a transaction.
+//! - One value is read without a lock: the generator's count of clock step
+//!   backs, which an exclusive holder of the state lock publishes before
+//!   releasing it when the count changed ([`step_backs_published`]). The hot
+//!   path reads it before the clock, so that a reading taken before the lock
+//!   is declined if a step back was counted after it was taken.
 
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
@@ -217,6 +223,10 @@ struct Segment {
     writer: *mut pg_sys::LWLock,
     /// Protects `guard`.
     guard_lock: *mut pg_sys::LWLock,
+    /// `state.generator.stats().clock_step_backs` as of the last release of
+    /// the state lock: written only under the lock, read without it. Beside
+    /// the lock pointers, on a line that the hot path reads but seldom writes.
+    step_backs: AtomicU64,
     state: State,
     guard: GuardState,
 }
@@ -261,7 +271,8 @@ pub fn create(state: State) {
             let lock = &raw mut (*locks).lock;
             let writer = &raw mut (*locks.add(1)).lock;
             let guard_lock = &raw mut (*locks.add(2)).lock;
-            segment.write(Segment { lock, writer, guard_lock, state, guard: GuardState::new() });
+            let step_backs = AtomicU64::new(state.generator.stats().clock_step_backs);
+            segment.write(Segment { lock, writer, guard_lock, step_backs, state, guard: GuardState::new() });
         }
         SEGMENT = segment;
         pg_sys::LWLockRelease(init_lock);
@@ -346,6 +357,20 @@ impl Drop for Held {
 /// The shared state, locked exclusively; released when dropped.
 pub struct StateGuard(Held);
 
+impl Drop for StateGuard {
+    /// Publishes the count of clock step backs if it changed, before the lock
+    /// is released (the field `Held` drops after this).
+    #[inline]
+    fn drop(&mut self) {
+        let count = self.generator.stats().clock_step_backs;
+        // SAFETY: the segment is initialised; this guard holds the state lock.
+        let published = unsafe { &(*self.0.segment).step_backs };
+        if published.load(Ordering::Relaxed) != count {
+            published.store(count, Ordering::Release);
+        }
+    }
+}
+
 /// The shared state, locked for reading; released when dropped.
 pub struct ReadGuard(Held);
 
@@ -387,6 +412,19 @@ pub fn lock() -> StateGuard {
 #[inline]
 pub fn try_lock() -> Option<StateGuard> {
     Held::try_acquire(pg_sys::LWLockMode::LW_EXCLUSIVE).map(StateGuard)
+}
+
+/// The count of clock step backs last published by a holder of the state
+/// lock, or `None` in a process without the segment. Never higher than the
+/// generator's count at the time of the read (the count only grows while the
+/// segment lives), and read before what follows it: a clock read after it is
+/// later than every step back counted in it.
+#[inline]
+pub fn step_backs_published() -> Option<u64> {
+    // SAFETY: see `segment`.
+    let segment = unsafe { SEGMENT };
+    // SAFETY: not null, so initialised by `create`; the field is atomic.
+    (!segment.is_null()).then(|| unsafe { (*segment).step_backs.load(Ordering::Acquire) })
 }
 
 /// The state, to read.
