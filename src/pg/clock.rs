@@ -6,16 +6,18 @@ use pgrx::pg_sys;
 
 use crate::snowflake::time::UnixMillis;
 
-/// The system's real-time clock (`CLOCK_REALTIME`), in Unix milliseconds
-/// (rounded down; negative for a clock set before 1970).
+/// The system's real-time clock, in Unix milliseconds (rounded down;
+/// negative for a clock set before 1970).
+///
+/// Read with `gettimeofday`, as PostgreSQL's own `GetCurrentTimestamp` does:
+/// glibc resolves it straight to the vDSO, where `clock_gettime` goes through
+/// a wrapper of its own (about a nanosecond of the hot path's time).
 #[inline]
 pub fn now() -> UnixMillis {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid timespec to write; clock_gettime cannot fail for
-    // CLOCK_REALTIME with a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    // time_t and c_long are i64 on the 64-bit Linux this builds for.
-    UnixMillis(ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000)
+    let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    // SAFETY: `tv` is a valid timeval to write; no time zone is asked for.
+    unsafe { libc::gettimeofday(&mut tv, std::ptr::null_mut()) };
+    UnixMillis(tv.tv_sec * 1000 + tv.tv_usec / 1000)
 }
 
 /// Sleeps on the process latch for `d` (at least 1 ms), so that a cancel
