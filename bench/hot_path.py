@@ -10,7 +10,10 @@ and measures, interleaved in rounds (medians):
    clock_timestamp() (the floor: one function call that reads the clock);
    and snowflake_next_ids(n) against generate_series() of as many bigints;
 2. pgbench -M prepared, one ID per statement, 4 and 8 clients: IDs per
-   second of the same generators.
+   second of the same generators;
+3. as many sessions as the machine has cores at once, each calling a
+   generator as in 1 (`count(f)` over rows, through pgbench): IDs per second,
+   where the generator's lock is contended and not hidden behind statements.
 
 The whole measurement is repeated (--runs, each on a new server), and every
 ratio is reported per run. pgEdge's extension is built from a checkout of its
@@ -105,8 +108,22 @@ def concurrency(server, clients, seconds, rounds, rng, pgedge):
     return {g: {c: statistics.median(samples[(g, c)]) for c in clients} for g in statements}
 
 
-def ratios(single, conc, clients):
-    """The issue's ratios: (name, value, target, met)."""
+def sessions_at_once(server, sessions, n, seconds, rounds, rng, pgedge):
+    calls = {FLOOR: "clock_timestamp()", OURS: "snowflake_next_id()", NEXTVAL: "nextval('bench_seq')"}
+    if pgedge:
+        calls[PGEDGE] = "pgedge_nextval('pgedge_seq')"
+    names = list(calls)
+    samples = {k: [] for k in names}
+    for _ in range(rounds):
+        rng.shuffle(names)
+        for g in names:
+            tps = server.pgbench(f"SELECT count({calls[g]}) FROM generate_series(1, {n});", sessions, seconds)[0]
+            samples[g].append(tps * n)
+    return {g: statistics.median(v) for g, v in samples.items()}
+
+
+def ratios(single, conc, clients, at_once):
+    """The issue's ratios, and some for context: (name, value, target, met)."""
     rows = [
         ("snowflake_next_id() per ID vs clock_timestamp()", single[OURS] / single[FLOOR], "≤ 1.12", lambda v: v <= 1.12),
         ("snowflake_next_id() per ID vs nextval()", single[OURS] / single[NEXTVAL], "≤ 0.5", lambda v: v <= 0.5),
@@ -126,6 +143,12 @@ def ratios(single, conc, clients):
                          "(context)", None))
     rows.append(("snowflake_next_ids(n) per ID vs generate_series()", single[BULK] / single[SERIES], "≤ 1.5",
                  lambda v: v <= 1.5))
+    if at_once:
+        rows.append(("sessions at once: IDs/s vs clock_timestamp()", at_once[OURS] / at_once[FLOOR], "(context)", None))
+        rows.append(("sessions at once: IDs/s vs nextval()", at_once[OURS] / at_once[NEXTVAL], "(context)", None))
+        if PGEDGE in at_once:
+            rows.append(("sessions at once: IDs/s vs pgEdge's nextval", at_once[OURS] / at_once[PGEDGE], "(context)",
+                         None))
     return [(name, value, want, None if ok is None else ok(value)) for name, value, want, ok in rows]
 
 
@@ -151,9 +174,16 @@ def report(meta, runs):
               + " |", "|---|" + "---:|" * (len(runs) * len(clients))]
     for g in runs[0]["concurrency"]:
         lines.append(f"| {g} | " + " | ".join(f"{r['concurrency'][g][c]:,.0f}" for c in clients for r in runs) + " |")
+    if runs[0].get("at_once"):
+        lines += ["", f"### {meta['sessions']} sessions at once, each as in one session "
+                  f"({meta['at_once_n']:,} IDs a statement): IDs per second", "",
+                  "| generator | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |",
+                  "|---|" + "---:|" * len(runs)]
+        for g in runs[0]["at_once"]:
+            lines.append(f"| {g} | " + " | ".join(f"{r['at_once'][g]:,.0f}" for r in runs) + " |")
     lines += ["", "### Ratios", "", "| ratio | " + " | ".join(f"run {i + 1}" for i in range(len(runs)))
               + " | target | met in every run |", "|---|" + "---:|" * len(runs) + "---|---|"]
-    table = [ratios(r["single"], r["concurrency"], clients) for r in runs]
+    table = [ratios(r["single"], r["concurrency"], clients, r.get("at_once")) for r in runs]
     for i, (name, _, want, _) in enumerate(table[0]):
         met = [t[i][3] for t in table]
         verdict = "" if met[0] is None else ("yes" if all(met) else "no")
@@ -176,6 +206,8 @@ def main():
         "clients": [4, 8],
         "seconds": 1 if args.quick else 4,
         "conc_rounds": 1 if args.quick else 5,
+        "sessions": os.cpu_count(),
+        "at_once_n": 20_000 if args.quick else 200_000,
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
@@ -198,9 +230,12 @@ def main():
                 single = one_session(server, meta["n"], meta["rounds"], rng, pgedge_dir)
                 print("== one ID per statement", flush=True)
                 conc = concurrency(server, meta["clients"], meta["seconds"], meta["conc_rounds"], rng, pgedge_dir)
+                print(f"== {meta['sessions']} sessions at once", flush=True)
+                at_once = sessions_at_once(server, meta["sessions"], meta["at_once_n"], meta["seconds"],
+                                           meta["conc_rounds"], rng, pgedge_dir)
             finally:
                 server.stop()
-            runs.append({"single": single, "concurrency": conc})
+            runs.append({"single": single, "concurrency": conc, "at_once": at_once})
     finally:
         if pgedge_dir:
             shutil.rmtree(pgedge_dir, ignore_errors=True)
@@ -212,7 +247,8 @@ def main():
     with open(os.path.join(args.out, f"{name}.json"), "w") as f:
         json.dump({"meta": meta, "runs": [{"single": r["single"],
                                            "concurrency": {g: {str(c): v for c, v in by.items()}
-                                                           for g, by in r["concurrency"].items()}}
+                                                           for g, by in r["concurrency"].items()},
+                                           "at_once": r["at_once"]}
                                           for r in runs]}, f, indent=1)
     print(text)
 
