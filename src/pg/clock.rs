@@ -11,12 +11,14 @@ use crate::snowflake::time::UnixMillis;
 ///
 /// Read with `gettimeofday`, as PostgreSQL's own `GetCurrentTimestamp` does:
 /// glibc resolves it straight to the vDSO, where `clock_gettime` goes through
-/// a wrapper of its own (about a nanosecond of the hot path's time).
+/// a wrapper of its own, a call more on the hot path.
 #[inline]
 pub fn now() -> UnixMillis {
     let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
     // SAFETY: `tv` is a valid timeval to write; no time zone is asked for.
     unsafe { libc::gettimeofday(&mut tv, std::ptr::null_mut()) };
+    // time_t and suseconds_t are i64 on the 64-bit Linux this builds for, and
+    // tv_usec lies in 0..1_000_000, so this rounds down before 1970 too.
     UnixMillis(tv.tv_sec * 1000 + tv.tv_usec / 1000)
 }
 

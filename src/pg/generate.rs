@@ -125,8 +125,11 @@ fn take<const RUN: bool>(want: u64) -> Block {
         let drift = time.ticks_in(settings::max_drift_ms());
         let (result, now_ms, now, step_back, mark_lsn) = {
             let mut state = shmem::lock();
-            // Read the clock under the lock, so that readings reach the
-            // generator in order and a slow backend is not taken for a step back.
+            // Read the clock under the lock, so that this path's readings
+            // reach the generator in order and a slow backend is not taken
+            // for a step back: only a reading taken here counts one (the
+            // quick path's, taken before the lock, are declined when lower
+            // than the last, see `Generator::reserve_one_early`).
             let now_ms = clock::now();
             if let Some(why) = state.unknown {
                 if why.refuses_at(now_ms) {

@@ -33,8 +33,7 @@
 
 use pgrx::pg_sys;
 
-use super::{clock, ffi, generate, marks, settings, shmem, wal};
-use crate::snowflake::generator::EarlyReading;
+use super::{ffi, generate, marks, settings, shmem, wal};
 
 /// `snowflake_next_id()`. The symbol is the one pgrx gave the function
 /// before, so that installations of earlier versions call this entry
@@ -105,8 +104,8 @@ enum Quick {
 /// One ID from the shared generator when nothing but the lock and the clock
 /// is needed: not in recovery, the mark known, no clock step back to report
 /// or counted since the clock was read, and the generator's own quick path
-/// granting it. Never raises an ERROR and
-/// never panics (see the module header).
+/// granting it. Never raises an ERROR and never panics (see the module
+/// header).
 #[inline(always)]
 fn quick() -> Quick {
     let Some(config) = settings::try_config() else { return Quick::Declined };
@@ -115,12 +114,12 @@ fn quick() -> Quick {
     }
     let time = config.codec.time;
     let drift = time.ticks_in(settings::max_drift_ms());
-    // The clock is read before the lock, so that its latency overlaps the
-    // lock's; the generator declines the reading if a step back was counted
-    // after it was taken (see `Generator::reserve_one_early`), and the
-    // general path reads the clock again under the lock.
-    let Some(step_backs_before) = shmem::step_backs_published() else { return Quick::Declined };
-    let reading = EarlyReading { now: time.tick_of(clock::now()), step_backs_before };
+    // The clock is read before the lock, so that the lock is held for a few
+    // integer operations only: with backends contending, a longer hold puts
+    // more of them to sleep on it. The generator declines the reading if a
+    // step back was counted after it was taken, and the general path reads
+    // the clock again under the lock.
+    let Some(reading) = shmem::early_reading(time) else { return Quick::Declined };
     let Some(mut state) = shmem::try_lock() else { return Quick::Declined };
     if state.unknown.is_some() || state.step_back_unreported() {
         return Quick::Declined;

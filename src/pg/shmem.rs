@@ -23,10 +23,12 @@
 //! - All are released by their guards' `Drop`, also when an error unwinds,
 //!   and by PostgreSQL itself when a process exits or aborts a transaction.
 //! - One value is read without a lock: the generator's count of clock step
-//!   backs, which an exclusive holder of the state lock publishes before
-//!   releasing it when the count changed ([`step_backs_published`]). The hot
-//!   path reads it before the clock, so that a reading taken before the lock
-//!   is declined if a step back was counted after it was taken.
+//!   backs, which an exclusive holder ([`StateGuard`]) publishes before it
+//!   releases the lock, when the count changed ([`step_backs_published`]).
+//!   The hot path reads it before the clock, so that a reading taken before
+//!   the lock is declined if a step back was counted after it was taken. A
+//!   release by PostgreSQL on abort publishes nothing: the value lags, which
+//!   only makes the hot path decline until the next exclusive holder's release.
 
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,12 +36,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
+use super::clock;
 use super::error::{self, Raise};
 use super::ffi;
 use super::settings;
-use crate::snowflake::generator::{Generator, Mark};
+use crate::snowflake::generator::{EarlyReading, Generator, Mark};
 use crate::snowflake::guard::Owners;
-use crate::snowflake::time::UnixMillis;
+use crate::snowflake::time::{TimeBase, UnixMillis};
 
 /// Log a clock step back at most this often.
 const WARNING_INTERVAL_MS: u64 = 60_000;
@@ -224,8 +227,9 @@ struct Segment {
     /// Protects `guard`.
     guard_lock: *mut pg_sys::LWLock,
     /// `state.generator.stats().clock_step_backs` as of the last release of
-    /// the state lock: written only under the lock, read without it. Beside
-    /// the lock pointers, on a line that the hot path reads but seldom writes.
+    /// the state lock by a [`StateGuard`] (see the locking rules): written
+    /// only under the lock, read without it. Never above the count, which
+    /// only grows while the segment lives.
     step_backs: AtomicU64,
     state: State,
     guard: GuardState,
@@ -365,6 +369,8 @@ impl Drop for StateGuard {
         let count = self.generator.stats().clock_step_backs;
         // SAFETY: the segment is initialised; this guard holds the state lock.
         let published = unsafe { &(*self.0.segment).step_backs };
+        // Written only when it changed: a write at every release would take
+        // the line from every other core's cache, and each call reads it.
         if published.load(Ordering::Relaxed) != count {
             published.store(count, Ordering::Release);
         }
@@ -425,6 +431,24 @@ pub fn step_backs_published() -> Option<u64> {
     let segment = unsafe { SEGMENT };
     // SAFETY: not null, so initialised by `create`; the field is atomic.
     (!segment.is_null()).then(|| unsafe { (*segment).step_backs.load(Ordering::Acquire) })
+}
+
+/// A clock reading, in ticks of `time`, for the generator's quick path to
+/// take before its lock ([`Generator::reserve_one_early`]); `None` in a
+/// process without the shared segment.
+///
+/// The order is what makes it safe: the count of step backs is loaded
+/// (Acquire) before the clock is read, so every step back counted after the
+/// reading was taken is missing from it, and the generator declines it. The
+/// load cannot move past the call; that the vDSO's reading of the clock
+/// does not come before the load is the kernel's to keep (an ordered TSC
+/// read on x86-64, an `isb` on arm64).
+///
+/// [`Generator::reserve_one_early`]: crate::snowflake::generator::Generator::reserve_one_early
+#[inline(always)]
+pub fn early_reading(time: TimeBase) -> Option<EarlyReading> {
+    let step_backs_before = step_backs_published()?;
+    Some(EarlyReading { now: time.tick_of(clock::now()), step_backs_before })
 }
 
 /// The state, to read.

@@ -58,4 +58,30 @@ mod tests {
         .unwrap();
         assert_eq!((count, in_order, workers), (Some(5000), Some(true), Some(1)));
     }
+
+    /// The quick path's reading, taken before the lock, is safe only if a
+    /// step back counted under the lock is published when the lock is
+    /// released (`Generator::reserve_one_early` has the rule and its tests).
+    #[pg_test]
+    fn a_step_back_counted_under_the_lock_is_published_when_it_is_released() {
+        use crate::pg::{clock, settings, shmem};
+        one::<i64>("SELECT snowflake_next_id()");
+        let before = shmem::step_backs_published().unwrap();
+        {
+            let mut state = shmem::lock();
+            assert_eq!(state.generator.stats().clock_step_backs, before);
+            let time = settings::config().codec.time;
+            // A second below the last reading, within the drift bound.
+            let back = time.tick_of(clock::now()) - time.ticks_in(1000) as i64;
+            let _ = state.generator.reserve(back, 1, time.ticks_in(settings::max_drift_ms()));
+            assert_eq!(state.generator.stats().clock_step_backs, before + 1);
+            assert_eq!(shmem::step_backs_published(), Some(before), "not while the lock is held");
+        }
+        assert_eq!(shmem::step_backs_published(), Some(before + 1));
+        // The next call reports the step back; the one after is quick again.
+        let a = one::<i64>("SELECT snowflake_next_id()");
+        let b = one::<i64>("SELECT snowflake_next_id()");
+        assert!(b > a, "{a} then {b}");
+        assert_eq!(shmem::step_backs_published(), Some(before + 1));
+    }
 }
