@@ -141,6 +141,9 @@ def ratios(single, conc, clients, at_once):
         if PGEDGE in conc:
             rows.append((f"{c} clients: pgEdge's IDs/s vs clock_timestamp()", conc[PGEDGE][c] / conc[FLOOR][c],
                          "(context)", None))
+        # What any generator could reach against nextval() here: the floor's rate over nextval's.
+        rows.append((f"{c} clients: clock_timestamp()'s rate vs nextval()", conc[FLOOR][c] / conc[NEXTVAL][c],
+                     "(context)", None))
     rows.append(("snowflake_next_ids(n) per ID vs generate_series()", single[BULK] / single[SERIES], "≤ 1.5",
                  lambda v: v <= 1.5))
     if at_once:
