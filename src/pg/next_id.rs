@@ -21,7 +21,7 @@
 //! - it allocates nothing and has no panic path: the configuration and the
 //!   segment are looked up as `Option`s (defensively: `_PG_init` refuses to
 //!   load the library anywhere but in shared_preload_libraries), and
-//!   [`Generator::reserve_one`] declines rather than panics.
+//!   [`Generator::reserve_one_early`] declines rather than panics.
 //!   `scripts/check-hot-path` reads the release build's machine code and
 //!   fails if this entry can reach a panic or an unwind outside the guard.
 //!
@@ -29,7 +29,7 @@
 //! function body does: a panic becomes an ERROR there, and the `longjmp` of
 //! an ERROR leaves through this entry's frame, which then holds nothing to drop.
 //!
-//! [`Generator::reserve_one`]: crate::snowflake::generator::Generator::reserve_one
+//! [`Generator::reserve_one_early`]: crate::snowflake::generator::Generator::reserve_one_early
 
 use pgrx::pg_sys;
 

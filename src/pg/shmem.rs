@@ -369,8 +369,8 @@ impl Drop for StateGuard {
         let count = self.generator.stats().clock_step_backs;
         // SAFETY: the segment is initialised; this guard holds the state lock.
         let published = unsafe { &(*self.0.segment).step_backs };
-        // Written only when it changed: a write at every release would take
-        // the line from every other core's cache, and each call reads it.
+        // Written only when it changed, so that the line it lies on is not
+        // written at every release: every call reads it, on every core.
         if published.load(Ordering::Relaxed) != count {
             published.store(count, Ordering::Release);
         }
