@@ -1,31 +1,52 @@
-//! What a registered nextval checks once a transaction, kept: the
-//! sequence's lock (held to the transaction's end, as native nextval holds
-//! it), its registration, the caller's privilege on it, and whether it is
-//! temporary. Kept for one sequence, since calls come in runs.
+//! What a served nextval checks once a transaction, kept: the sequence's
+//! lock (held to the transaction's end, as native nextval holds it), its
+//! registration, the caller's privilege on it where this function checks
+//! it, and whether it is temporary. Kept for one sequence, since calls come
+//! in runs.
 //!
 //! What is kept is dropped when the transaction or the current role
 //! changes, when the registry cache is read again (a relcache invalidation
 //! of the sequence drops that cache: GRANT, REVOKE and ALTER SEQUENCE send
 //! one), and when role memberships or roles change. A REVOKE is seen at the
 //! same moment native nextval's per-call check sees it: when this backend
-//! takes in the invalidation.
+//! takes in the invalidation. A registration or unregistration cannot
+//! change what is kept: both take a lock on the sequence that waits for
+//! this transaction's.
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use super::in_progress::local_transaction;
 use super::registry::{self, Entry};
 use crate::pg::ffi;
 
+/// Who asks for a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// `nextval(seq)`: USAGE or UPDATE on the sequence.
+    Nextval,
+    /// An identity column's default: INSERT or UPDATE on its column, or
+    /// USAGE on the sequence.
+    Identity,
+}
+
+/// How a sequence is served in this transaction.
+#[derive(Clone, Copy, Debug)]
+pub enum Served {
+    /// Registered: snowflake IDs; and whether the sequence is temporary.
+    Registered(Entry, bool),
+    /// Not registered: native nextval.
+    Native,
+}
+
 struct Recent {
     seq: Oid,
+    caller: Caller,
     transaction: pg_sys::LocalTransactionId,
     user: Oid,
     registry: u64,
     roles: u64,
-    /// Whether the privilege was checked (an identity default needs none).
-    privileged: bool,
-    entry: Entry,
-    temporary: bool,
+    served: Served,
 }
 
 // SAFETY (for the statics): a backend runs one thread; the syscache
@@ -50,53 +71,36 @@ unsafe extern "C-unwind" fn roles_changed(_arg: pg_sys::Datum, _cache: std::ffi:
     unsafe { ROLES += 1 };
 }
 
-/// The registration of `seq` and whether it is temporary, when this
-/// transaction checked it already (with the privilege, if `privileged`).
-pub fn recent(seq: Oid, privileged: bool) -> Option<(Entry, bool)> {
-    let registry = registry::loaded_with_entries()?;
+/// How `seq` is served, when this transaction checked it already for `caller`.
+pub fn recent(seq: Oid, caller: Caller) -> Option<Served> {
+    let (_, registry) = registry::loaded()?;
     // SAFETY: see the statics.
     unsafe {
         let r = (*std::ptr::addr_of!(RECENT)).as_ref()?;
         (r.seq == seq
-            && r.transaction == transaction()
+            && r.caller == caller
+            && r.transaction == local_transaction()
             && r.registry == registry
             && r.roles == ROLES
-            && (r.privileged || !privileged)
             && r.user == ffi::current_user())
-        .then_some((r.entry, r.temporary))
+        .then_some(r.served)
     }
 }
 
-/// Keeps what a call checked: `seq`'s lock is held, it is registered as
-/// `entry`, and the privilege was checked if `privileged`.
-pub fn keep(seq: Oid, privileged: bool, entry: Entry, temporary: bool) {
-    let Some(registry) = registry::loaded_with_entries() else { return };
+/// Keeps what a call checked: `seq`'s lock is held, it is served as
+/// `served`, and `caller`'s privilege was checked where this function checks it.
+pub fn keep(seq: Oid, caller: Caller, served: Served) {
+    let Some((_, registry)) = registry::loaded() else { return };
     // SAFETY: see the statics.
     unsafe {
         RECENT = Some(Recent {
             seq,
-            transaction: transaction(),
+            caller,
+            transaction: local_transaction(),
             user: ffi::current_user(),
             registry,
             roles: ROLES,
-            privileged,
-            entry,
-            temporary,
+            served,
         });
-    }
-}
-
-/// This backend's local transaction ID, new for every transaction.
-fn transaction() -> pg_sys::LocalTransactionId {
-    // SAFETY: MyProc is this backend's own PGPROC, set before any query runs.
-    unsafe {
-        #[cfg(any(feature = "pg15", feature = "pg16"))]
-        {
-            (*pg_sys::MyProc).lxid
-        }
-        #[cfg(not(any(feature = "pg15", feature = "pg16")))]
-        {
-            (*pg_sys::MyProc).vxid.lxid
-        }
     }
 }

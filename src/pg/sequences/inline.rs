@@ -1,5 +1,5 @@
 //! SQL functions that call sequence functions are not inlined while
-//! sequences are registered.
+//! sequence calls are routed through ours ([`super::registry::route_all`]).
 //!
 //! The planner inlines a simple `LANGUAGE sql` function (or a `BEGIN ATOMIC`
 //! one) inside `standard_planner`, after our planner hook has looked at the
@@ -7,15 +7,16 @@
 //! does not inline a function that `needs_fmgr_hook` claims, so this hook
 //! claims every SQL function whose body names nextval, currval, setval or
 //! lastval; it then runs as a function, whose statements go through the
-//! planner and our hook. Only the cache the planner hook loaded is asked:
-//! this hook also runs where no query may be run (a relcache build).
+//! planner and our hook. The registry is read here only while a query is
+//! planned ([`super::rewrite::planning`]): this hook also runs where no
+//! catalog may be read (a relcache build), and there asks the cache as it is.
 
 use std::collections::HashMap;
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
-use super::registry;
+use super::{registry, rewrite};
 
 static mut PREVIOUS: pg_sys::needs_fmgr_hook_type = None;
 
@@ -25,9 +26,9 @@ static mut PREVIOUS: pg_sys::needs_fmgr_hook_type = None;
 const PROCOID: i32 = pg_sys::SysCacheIdentifier::PROCOID as i32;
 
 // SAFETY (for the statics): a backend runs one thread.
-/// Per function, whether its body names a sequence function, for the
-/// registry generation it was found in.
-static mut SEEN: Option<(u64, HashMap<Oid, bool>)> = None;
+/// Per function, whether its body names a sequence function; dropped when
+/// any function changes.
+static mut SEEN: Option<HashMap<Oid, bool>> = None;
 
 pub fn init() {
     // SAFETY: hooks are chained from _PG_init, in the postmaster, once; the
@@ -54,27 +55,24 @@ unsafe extern "C-unwind" fn needs_hook(function: Oid) -> bool {
             return true;
         }
     }
-    let Some(generation) = registry::loaded_with_entries() else { return false };
+    // What the registry says first: where nothing is routed, nothing is looked up.
+    let routed = registry::loaded().map(|(routed, _)| routed);
+    if routed == Some(false) || (routed.is_none() && !rewrite::planning()) {
+        return false;
+    }
     // SAFETY: see the statics; no reference into SEEN is held across the
     // syscache lookup, which may run function_changed.
-    unsafe {
-        if let Some((g, map)) = &*std::ptr::addr_of!(SEEN) {
-            if *g == generation {
-                if let Some(known) = map.get(&function) {
-                    return *known;
-                }
+    let names = unsafe {
+        match (*std::ptr::addr_of!(SEEN)).as_ref().and_then(|map| map.get(&function).copied()) {
+            Some(known) => known,
+            None => {
+                let names = names_sequence_function(function);
+                (*std::ptr::addr_of_mut!(SEEN)).get_or_insert_with(HashMap::new).insert(function, names);
+                names
             }
         }
-        let names = names_sequence_function(function);
-        let seen = &mut *std::ptr::addr_of_mut!(SEEN);
-        if seen.as_ref().is_none_or(|(g, _)| *g != generation) {
-            *seen = Some((generation, HashMap::new()));
-        }
-        if let Some((_, map)) = seen.as_mut() {
-            map.insert(function, names);
-        }
-        names
-    }
+    };
+    names && (routed == Some(true) || registry::route_all())
 }
 
 /// Calls the needs_fmgr_hook another library installed before ours.

@@ -1,21 +1,28 @@
 //! Sequence mode: a sequence a DBA registers (`snowflake_sequence_register`,
-//! sql/snowflake_sequences.sql) hands out snowflake IDs on every path that
-//! asks it, with no change to the application: explicit nextval, serial and
-//! identity defaults, ORMs' pooled allocators (INCREMENT BY n, see
+//! [`register`]) hands out snowflake IDs on every path that asks it, with no
+//! change to the application: explicit nextval, serial and identity
+//! defaults, ORMs' pooled allocators (INCREMENT BY n, see
 //! [`crate::snowflake::block`]).
 //!
-//! - [`registry`]: which sequences are registered, cached per backend;
-//! - [`fence`]: the fence's error gets a hint naming the way out;
-//! - [`inline`]: SQL functions that call sequence functions are not inlined;
+//! - [`registry`]: which sequences are registered, read like a catalog and
+//!   cached per backend;
+//! - [`in_progress`]: a registration made known, and waited through, before
+//!   its fence is set;
+//! - [`fence`]: the fence itself: set, kept, lifted;
+//! - [`register`]: registering, unregistering, the registry's triggers;
 //! - [`rewrite`]: the planner hook that puts our functions in place of
-//!   native nextval and identity defaults;
+//!   native sequence calls and identity defaults;
+//! - [`inline`]: SQL functions that call sequence functions are not inlined;
 //! - [`nextval`]: those functions, with native nextval's checks;
 //! - [`checked`]: what those checks found, kept for the transaction;
-//! - [`parameters`]: EXECUTE's parameters call our functions;
-//! - [`privileged`]: work on a caller's behalf as superuser, with search_path pinned;
-//! - [`utility`]: the DDL that would open a registered sequence's fence is refused;
+//! - [`parameters`]: EXECUTE's parameters and table rewrites call our functions;
+//! - [`utility`]: DDL is decided after its lock: what would open a fence is
+//!   refused, a TRUNCATE that restarts a sequence gets its fence back;
 //! - [`copy`]: COPY FROM fills registered defaults with our functions;
-//! - [`alter`]: so do ALTER TABLE's table rewrites.
+//! - [`alter`]: so do ALTER TABLE's table rewrites;
+//! - [`hint`]: the fence's error gets a hint;
+//! - [`names`], [`privileged`], [`statement`]: how relations are named,
+//!   work done as superuser, what a utility statement names.
 //!
 //! Paths no hook reaches (trigger WHEN, CHECK, defaults a logical
 //! replication apply worker fills in) meet the fence registration sets, the
@@ -23,12 +30,17 @@
 
 mod alter;
 mod checked;
+mod compat;
 mod copy;
 mod fence;
+mod hint;
+mod in_progress;
 mod inline;
+mod names;
 mod nextval;
 mod parameters;
 mod privileged;
+mod register;
 mod registry;
 mod rewrite;
 mod statement;
@@ -37,19 +49,15 @@ mod utility;
 pgrx::extension_sql_file!(
     "../../../sql/snowflake_sequences.sql",
     name = "sequences",
-    requires = [
-        "sequence_nextval",
-        snowflake_sequence_check_block,
-        snowflake_sequence_resume_value,
-        snowflake_sequence_invalidate
-    ]
+    requires = ["sequence_nextval", "sequence_register"]
 );
 
 pub fn init() {
     registry::init();
+    in_progress::init();
     checked::init();
     inline::init();
-    fence::init();
+    hint::init();
     rewrite::init();
     utility::init();
 }

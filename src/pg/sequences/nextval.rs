@@ -1,6 +1,10 @@
 //! The functions registered sequences are served by, which the planner hook
-//! ([`super::rewrite`]) calls in place of `nextval`, and the checks and
-//! values `sql/snowflake_sequences.sql` asks of the generator.
+//! ([`super::rewrite`]) calls in place of `nextval`, `currval`, `setval`,
+//! `lastval` and identity defaults. Each locks the sequence as native nextval
+//! does, then asks the registry: a registered sequence gets snowflake IDs, any
+//! other its native function, with native nextval's checks and errors either
+//! way. Every function that advances a sequence checks the caller's rights
+//! as PostgreSQL does.
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -9,8 +13,9 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::{checked, registry};
-use crate::pg::error::{self, Raise};
+use super::checked::{self, Caller, Served};
+use super::{fence, registry};
+use crate::pg::error::{self, ErrorReport, Raise};
 use crate::pg::{ffi, floor, generate, settings, shmem};
 use crate::snowflake::block::{BlockError, BlockPlan, Convention};
 
@@ -39,24 +44,27 @@ pgrx::extension_sql!(
 /// `nextval(seq)` of a registered sequence: a snowflake ID (for an increment
 /// above one, the end of a block the caller's allocator reads, see
 /// [`crate::snowflake::block`]), with native nextval's checks and errors. A
-/// sequence that is no longer registered (a plan made before it was
-/// unregistered, or a run-time argument) gets native nextval.
+/// sequence that is not registered gets native nextval.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_sequence_nextval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: PostgreSQL's fcinfo, one regclass argument, STRICT.
     let seq = unsafe { pgrx::fcinfo::pg_getarg::<Oid>(fcinfo, 0) }.unwrap_or(pg_sys::InvalidOid);
-    pg_sys::Datum::from(next_value(seq, true))
+    pg_sys::Datum::from(next_value(seq, Caller::Nextval))
 }
 
-/// As [`snowflake_sequence_nextval`], for an identity column's default, which
-/// native PostgreSQL serves without a privilege check on the sequence.
+/// As [`snowflake_sequence_nextval`], for an identity column's default. Native
+/// PostgreSQL serves one without a privilege check on the sequence: the
+/// statement's right to insert into (or update) the column is checked
+/// instead. This function, which any role may call, checks that right, or
+/// USAGE on the sequence, so it lets no role advance a sequence it could
+/// not advance natively.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_sequence_nextval_identity(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: as above.
     let seq = unsafe { pgrx::fcinfo::pg_getarg::<Oid>(fcinfo, 0) }.unwrap_or(pg_sys::InvalidOid);
-    pg_sys::Datum::from(next_value(seq, false))
+    pg_sys::Datum::from(next_value(seq, Caller::Identity))
 }
 
 #[no_mangle]
@@ -113,28 +121,45 @@ fn current(seq: Oid) -> Option<i64> {
     }
 }
 
-fn next_value(seq: Oid, check_permissions: bool) -> i64 {
-    let (entry, temporary) = match checked::recent(seq, check_permissions) {
+fn next_value(seq: Oid, caller: Caller) -> i64 {
+    let served = match checked::recent(seq, caller) {
         Some(known) => known,
         None => {
             // The lock first: taking it serves the invalidations that
-            // arrived, so a call that waited for an unregistration sees it
-            // (and goes native).
+            // arrived, so a call that waited for a registration's fence or
+            // an unregistration sees it.
             lock_sequence(seq);
-            let Some((entry, _)) = registry::lookup(seq) else {
-                // SAFETY: native nextval, with its own checks and errors.
-                let value = unsafe { pg_sys::nextval_internal(seq, check_permissions) };
-                remember(seq, value, false);
-                return value;
+            let served = match registry::lookup(seq) {
+                Some(entry) => {
+                    match caller {
+                        Caller::Nextval => check_privilege(seq, pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE),
+                        Caller::Identity => check_identity_privilege(seq),
+                    }
+                    // SAFETY: a catalog lookup.
+                    let temporary =
+                        unsafe { pg_sys::get_rel_persistence(seq) } == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char;
+                    Served::Registered(entry, temporary)
+                }
+                None => {
+                    // Native nextval checks a caller's privileges on every
+                    // call; an identity default's are this function's.
+                    if caller == Caller::Identity {
+                        check_identity_privilege(seq);
+                    }
+                    Served::Native
+                }
             };
-            if check_permissions {
-                check_privilege(seq, pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE);
-            }
-            // SAFETY: a catalog lookup.
-            let temporary =
-                unsafe { pg_sys::get_rel_persistence(seq) } == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char;
-            checked::keep(seq, check_permissions, entry, temporary);
-            (entry, temporary)
+            checked::keep(seq, caller, served);
+            served
+        }
+    };
+    let (entry, temporary) = match served {
+        Served::Registered(entry, temporary) => (entry, temporary),
+        Served::Native => {
+            // SAFETY: native nextval, with its own checks and errors.
+            let value = unsafe { pg_sys::nextval_internal(seq, caller == Caller::Nextval) };
+            remember(seq, value, false);
+            return value;
         }
     };
     // Native nextval's checks, made by PostgreSQL (which raises their
@@ -150,8 +175,8 @@ fn next_value(seq: Oid, check_permissions: bool) -> i64 {
     }
     let config = settings::config();
     let template = config.codec.template(config.node);
-    let plan =
-        BlockPlan::new(entry.increment, entry.convention, &template).unwrap_or_else(|e| refuse_block(Some(seq), e));
+    let plan = BlockPlan::new(entry.increment, entry.convention, &template)
+        .unwrap_or_else(|e| block_report(Some(seq), e).raise(PgLogLevel::ERROR));
     let mut block = generate::reserve_run(plan.run());
     let first = block.next().expect("a run holds at least one ID");
     let value = plan.value(first);
@@ -159,14 +184,49 @@ fn next_value(seq: Oid, check_permissions: bool) -> i64 {
     value
 }
 
+/// An identity default's right: INSERT or UPDATE on its column (or on its
+/// table), as the statement natively needs, on the table the sequence feeds
+/// or on one of its partitions (which share it since PostgreSQL 17); or
+/// USAGE on the sequence, as `nextval` needs.
+fn check_identity_privilege(seq: Oid) {
+    // AclMode is 32 bits wide on PostgreSQL 15, 64 from 16.
+    #[allow(clippy::useless_conversion)]
+    let fill: pg_sys::AclMode = (pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE).into();
+    #[allow(clippy::useless_conversion)]
+    let usage: pg_sys::AclMode = pg_sys::ACL_USAGE.into();
+    // SAFETY: catalog lookups.
+    let granted = unsafe {
+        let user = pg_sys::GetUserId();
+        let (mut table, mut column) = (pg_sys::InvalidOid, 0);
+        let internal = pg_sys::DependencyType::DEPENDENCY_INTERNAL as std::ffi::c_char;
+        let fills = pg_sys::sequenceIsOwned(seq, internal, &mut table, &mut column) && {
+            let name = pg_sys::get_attname(table, column as _, false);
+            let tables = pg_sys::find_all_inheritors(table, pg_sys::NoLock as _, std::ptr::null_mut());
+            (0..(*tables).length as usize).any(|i| {
+                let t = (*(*tables).elements.add(i)).oid_value;
+                let attnum = pg_sys::get_attnum(t, name);
+                pg_sys::pg_class_aclcheck(t, user, fill) == pg_sys::AclResult::ACLCHECK_OK
+                    || (attnum > 0
+                        && pg_sys::pg_attribute_aclcheck(t, attnum, user, fill) == pg_sys::AclResult::ACLCHECK_OK)
+            })
+        };
+        fills || pg_sys::pg_class_aclcheck(seq, user, usage) == pg_sys::AclResult::ACLCHECK_OK
+    };
+    if !granted {
+        permission_denied(seq);
+    }
+}
+
 /// `currval(seq)`: the value this session's last nextval of a registered
 /// sequence returned, with native currval's privilege check and error;
-/// native currval for a sequence not registered.
+/// native currval for a sequence not registered (native currval takes the
+/// lock this takes first).
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_sequence_currval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: PostgreSQL's fcinfo, one regclass argument, STRICT.
     let seq = unsafe { pgrx::fcinfo::pg_getarg::<Oid>(fcinfo, 0) }.unwrap_or(pg_sys::InvalidOid);
+    lock_sequence(seq);
     if registry::lookup(seq).is_none() {
         // SAFETY: native currval, with the call's own argument.
         return unsafe { pg_sys::OidFunctionCall1Coll(pg_sys::F_CURRVAL.into(), pg_sys::InvalidOid, seq.into()) };
@@ -216,6 +276,8 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
     };
     // SAFETY: as above.
     let is_called = !three || unsafe { pgrx::fcinfo::pg_getarg::<bool>(fcinfo, 2) }.unwrap_or(true);
+    // The lock first, as for nextval: an unregistration that committed is seen.
+    lock_sequence(seq);
     if registry::lookup(seq).is_none() {
         // SAFETY: native setval with the call's own arguments.
         return unsafe {
@@ -261,45 +323,11 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
         }
         floor::raise_to(value);
     }
-    keep_fence(seq);
+    fence::keep(seq);
     if is_called {
         remember(seq, value, true);
     }
     pg_sys::Datum::from(value)
-}
-
-/// Sets the sequence's own value at its MAXVALUE, called: native nextval
-/// fails there. Registration leaves it so; a restore's SEQUENCE SET, which
-/// meets the registry restored before it, would otherwise not.
-pub(super) fn keep_fence(seq: Oid) {
-    super::privileged::run(|| keep_fence_now(seq));
-}
-
-fn keep_fence_now(seq: Oid) {
-    // Only a sequence that lost its fence, and never another session's
-    // temporary one (which this session may not touch).
-    let max = Spi::get_one_with_args::<i64>(
-        "SELECT s.seqmax FROM pg_catalog.pg_sequence s JOIN pg_catalog.pg_class c ON c.oid = s.seqrelid \
-         WHERE s.seqrelid = $1 \
-           AND CASE WHEN c.relpersistence <> 't' OR c.relnamespace = pg_catalog.pg_my_temp_schema() \
-                    THEN pg_catalog.pg_sequence_last_value(s.seqrelid::pg_catalog.regclass) IS DISTINCT FROM s.seqmax \
-                    ELSE false END",
-        &[seq.into()],
-    )
-    .ok()
-    .flatten();
-    if let Some(max) = max {
-        // SAFETY: native setval of the sequence's own MAXVALUE, which it accepts.
-        unsafe {
-            pg_sys::OidFunctionCall3Coll(
-                pg_sys::F_SETVAL_REGCLASS_INT8_BOOL.into(),
-                pg_sys::InvalidOid,
-                seq.into(),
-                max.into(),
-                true.into(),
-            )
-        };
-    }
 }
 
 /// Whether the current role may call snowflake_raise_floor(bigint).
@@ -321,12 +349,17 @@ fn check_privilege(seq: Oid, mode: u32) {
     // SAFETY: a catalog lookup.
     let granted = unsafe { pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), mode) };
     if granted != pg_sys::AclResult::ACLCHECK_OK {
-        error::new(
-            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!("permission denied for sequence {}", rel_name(seq)),
-        )
-        .raise(PgLogLevel::ERROR);
+        permission_denied(seq);
     }
+}
+
+/// Native nextval's error for a missing privilege.
+fn permission_denied(seq: Oid) -> ! {
+    error::new(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("permission denied for sequence {}", rel_name(seq)),
+    )
+    .raise(PgLogLevel::ERROR)
 }
 
 pub(super) fn rel_name(seq: Oid) -> String {
@@ -362,7 +395,7 @@ fn lock_sequence(seq: Oid) {
     }
 }
 
-fn refuse_block(seq: Option<Oid>, e: BlockError) -> ! {
+fn block_report(seq: Option<Oid>, e: BlockError) -> ErrorReport {
     let hint = match e {
         BlockError::NotAscending { .. } => "Register an ascending sequence.".to_string(),
         BlockError::TooLarge { max, .. } if max > 1 => format!(
@@ -377,22 +410,25 @@ fn refuse_block(seq: Option<Oid>, e: BlockError) -> ! {
         Some(n) => format!("sequence \"{n}\" cannot hand out snowflake IDs: {e}"),
         None => e.to_string(),
     };
-    error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message).set_hint(hint).raise(PgLogLevel::ERROR)
+    error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message).set_hint(hint)
 }
 
-/// Refuses a block mode or an increment this server's layout cannot serve
-/// (for `snowflake_sequence_register`).
-#[pg_extern(volatile, parallel_safe)]
-pub fn snowflake_sequence_check_block(increment: i64, block_mode: &str) {
+/// A check's refusal, its report kept for the caller to raise or warn with.
+pub(super) type Check = Result<(), Box<ErrorReport>>;
+
+/// A block mode or an increment this server's layout cannot serve.
+pub(super) fn check_block(increment: i64, block_mode: &str) -> Check {
     let Some(convention) = Convention::from_name(block_mode) else {
-        error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("unknown block mode \"{block_mode}\""))
-            .set_hint("Use 'either' (the default: safe whichever end of a block the client reads), 'high' (Hibernate's pooled optimizer) or 'low' (pooled-lo, Npgsql HiLo).")
-            .raise(PgLogLevel::ERROR);
+        return Err(Box::new(error::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("unknown block mode \"{block_mode}\""),
+        )
+        .set_hint("Use 'either' (the default: safe whichever end of a block the client reads), 'high' (Hibernate's pooled optimizer) or 'low' (pooled-lo, Npgsql HiLo).")));
     };
     let config = settings::config();
-    if let Err(e) = BlockPlan::new(increment, convention, &config.codec.template(config.node)) {
-        refuse_block(None, e);
-    }
+    BlockPlan::new(increment, convention, &config.codec.template(config.node))
+        .map(|_| ())
+        .map_err(|e| Box::new(block_report(None, e)))
 }
 
 /// An ID above every ID this server has handed out.
@@ -407,42 +443,11 @@ fn resume_id() -> i64 {
 /// lies at or below it, and none it issues later lies among the values the
 /// native sequence counts through next (they belong to the node numbers
 /// above this one in that tick). A read: nothing of the generator moves.
-#[pg_extern(volatile, parallel_unsafe)]
-pub fn snowflake_sequence_resume_value() -> i64 {
+pub(super) fn resume_value() -> i64 {
     let state = shmem::read();
     let next = state.generator.resume_point();
     let template = state.generator.template();
     template.encode(template.position(template.tick_of(next.position) + 1) - 1, next.clock_back)
-}
-
-/// The registry's statement trigger: every backend reads the registry again.
-#[no_mangle]
-#[pg_guard]
-pub unsafe extern "C-unwind" fn snowflake_sequence_registry_changed(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is PostgreSQL's; its context is read as a TriggerData
-    // only when its tag says it is one (called as a trigger).
-    let data = unsafe {
-        let context = (*fcinfo).context;
-        (!context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData)
-            .then(|| context.cast::<pg_sys::TriggerData>())
-    };
-    let Some(data) = data else {
-        error::new(
-            PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
-            "snowflake_sequence_registry_changed() is a trigger function",
-        )
-        .set_hint("It is called by the registry's trigger, not directly.")
-        .raise(PgLogLevel::ERROR);
-    };
-    // SAFETY: checked above: the trigger's data, with the registry table.
-    registry::changed(unsafe { (*(*data).tg_relation).rd_id });
-    pg_sys::Datum::from(0)
-}
-
-#[no_mangle]
-pub extern "C" fn pg_finfo_snowflake_sequence_registry_changed() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
 }
 
 #[no_mangle]
@@ -461,25 +466,4 @@ pub extern "C" fn pg_finfo_snowflake_sequence_lastval() -> &'static pg_sys::Pg_f
 pub extern "C" fn pg_finfo_snowflake_sequence_setval() -> &'static pg_sys::Pg_finfo_record {
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
-}
-
-/// Makes every backend plan again what uses `seq` or the table whose column
-/// it feeds (the registry's row trigger calls it): a plan cached before a
-/// registration holds an identity default that names no sequence, only its table.
-#[pg_extern(volatile, parallel_unsafe)]
-pub fn snowflake_sequence_invalidate(seq: Oid) {
-    // SAFETY: catalog lookups; the relcache invalidations are queued for
-    // this transaction's end, and only for relations that exist.
-    unsafe {
-        if pg_sys::get_rel_relkind(seq) == 0 {
-            return;
-        }
-        pg_sys::CacheInvalidateRelcacheByRelid(seq);
-        for deptype in [pg_sys::DependencyType::DEPENDENCY_AUTO, pg_sys::DependencyType::DEPENDENCY_INTERNAL] {
-            let (mut table, mut column) = (pg_sys::InvalidOid, 0);
-            if pg_sys::sequenceIsOwned(seq, deptype as std::ffi::c_char, &mut table, &mut column) {
-                pg_sys::CacheInvalidateRelcacheByRelid(table);
-            }
-        }
-    }
 }

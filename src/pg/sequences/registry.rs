@@ -1,23 +1,45 @@
 //! Which sequences of this database are registered, as this backend knows
-//! it: a cache of `snowflake_sequence_registry` (sql/snowflake_sequences.sql)
-//! with each sequence's increment, and the OIDs of the functions the planner
-//! hook puts in place of native calls.
+//! it: a cache of `snowflake_sequence_registry` (sql/snowflake_sequences.sql),
+//! with each sequence's increment and fence, the functions that serve them,
+//! and whether a registration is in progress ([`super::in_progress`]).
 //!
-//! The cache is read on first use and dropped by a relcache invalidation of
-//! the registry table (its statement trigger sends one on every change, a
-//! restore's COPY included), of a registered sequence (ALTER SEQUENCE), or of
-//! everything. Where the extension is not installed in this database any
-//! relcache invalidation drops it, so that a CREATE EXTENSION is seen.
+//! # How it is read
+//! As PostgreSQL reads its catalogs: the extension, its schema and its
+//! functions through the catalog caches, and the registry table by a heap
+//! scan under a snapshot taken for the read (what has committed by then,
+//! and this transaction's own writes), never the transaction's snapshot, so
+//! REPEATABLE READ and SERIALIZABLE read what READ COMMITTED reads. No
+//! query is planned, no SPI, no role switch. It is read on first need only:
+//! a backend that plans no sequence function and serves no registered
+//! sequence never reads it, so a new connection pays nothing.
 //!
-//! It is read through SPI as the bootstrap superuser, as ri_triggers.c reads
-//! a referenced table: a role that may not see the extension's schema still
-//! gets its sequences' IDs.
+//! # When it is dropped
+//! By a relcache invalidation of everything, of the registry table (the
+//! registration functions and the table's triggers queue one with every
+//! change, whatever `session_replication_role` says), or of a registered
+//! sequence (ALTER SEQUENCE, GRANT); where the extension is not installed,
+//! by any relcache invalidation, so that a CREATE EXTENSION is seen. A cache
+//! that served registered sequences is read again by the next planned
+//! statement ([`reload_if_wanted`]), so that the fence's hint, which may
+//! read nothing, finds it.
+//!
+//! # Deciding with it
+//! A backend takes in invalidations at transaction start and whenever it
+//! takes a lock it did not hold. So a decision that must see a registration
+//! or unregistration that committed a moment ago takes the lock the
+//! registration takes first, then asks: a served nextval locks its sequence
+//! ([`super::nextval`]), the utility hook the relation its statement
+//! changes ([`super::utility`]). Plans need no lock: the registration
+//! protocol ([`super::in_progress`]) waits for every transaction that could
+//! run a plan made without it.
 
 use std::collections::HashMap;
+use std::ffi::CStr;
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
+use super::{in_progress, names};
 use crate::snowflake::block::Convention;
 
 /// A registered sequence.
@@ -25,6 +47,13 @@ use crate::snowflake::block::Convention;
 pub struct Entry {
     pub convention: Convention,
     pub increment: i64,
+    /// Its MAXVALUE while registered, which native nextval has reached.
+    pub fence: i64,
+    /// The MAXVALUE and CYCLE the fence replaced: they come back on
+    /// unregistering, and a copy of the sequence (CREATE TABLE ... LIKE)
+    /// gets them.
+    pub native_max: i64,
+    pub native_cycle: bool,
 }
 
 /// The functions registered sequences are served by, each in place of a
@@ -34,7 +63,7 @@ pub struct Functions {
     /// `snowflake_sequence_nextval(regclass)`, checked like nextval.
     pub nextval: Oid,
     /// `snowflake_sequence_nextval_identity(regclass)`: an identity column's
-    /// default, which needs no privilege on the sequence.
+    /// default, checked as the column's INSERT or UPDATE right.
     pub nextval_identity: Oid,
     pub currval: Oid,
     pub lastval: Oid,
@@ -43,35 +72,60 @@ pub struct Functions {
     pub setval3: Oid,
 }
 
-impl Functions {
-    fn complete(&self) -> bool {
-        [self.nextval, self.nextval_identity, self.currval, self.lastval, self.setval, self.setval3]
-            .iter()
-            .all(|f| *f != pg_sys::InvalidOid)
-    }
+/// The extension in this database, at a version with sequence mode.
+#[derive(Clone, Copy, Debug)]
+pub struct Installed {
+    pub extension: Oid,
+    pub schema: Oid,
+    /// `snowflake_sequence_registry`.
+    pub table: Oid,
+    pub functions: Functions,
+}
+
+/// What the fence's hint knows of a sequence named in an error.
+pub enum Fence {
+    /// The registry is not read here (a backend that plans nothing).
+    Unknown,
+    /// The extension is not installed in this database.
+    NotInstalled,
+    /// A registered sequence of that name has that fence: its qualified name.
+    Registered(String),
+    /// No registered sequence has that name and fence.
+    NotRegistered,
 }
 
 struct Registry {
     /// `None` where the extension (at a version with sequence mode) is not installed.
-    installed: Option<(Oid, Functions)>,
-    /// The extension's schema.
-    schema: String,
+    installed: Option<Installed>,
     entries: HashMap<Oid, Entry>,
-    /// The registered sequences' names, for messages that name them.
-    names: std::collections::HashSet<String>,
+    /// Each registered sequence's name, fence and qualified, quoted name,
+    /// for the fence's hint (PostgreSQL's message names a sequence by its
+    /// name and value only).
+    fences: Vec<(String, i64, String)>,
+    /// Another transaction is registering sequences in this database.
+    in_progress: bool,
+}
+
+impl Registry {
+    fn route_all(&self) -> bool {
+        self.installed.is_some() && (!self.entries.is_empty() || self.in_progress)
+    }
 }
 
 // SAFETY (for the statics below): a backend runs one thread; the relcache
-// callback runs in it too, between statements or at CommandCounterIncrement.
+// callback runs in it too, when it takes in invalidations.
 static mut CACHE: Option<Registry> = None;
 /// How many times the cache was read: what was found with an older one is stale.
 static mut GENERATION: u64 = 0;
 /// Relcache invalidations seen: one that arrives while the cache is read
 /// may concern what was read, and the result is then used once, not kept.
 static mut INVALIDATIONS: u64 = 0;
-/// Set while the cache is read: the reading queries are planned too, and
-/// must not ask for it again.
+/// Set while the cache is read: what it reads takes locks, which may run
+/// the callbacks, and must not ask for it again.
 static mut LOADING: bool = false;
+/// The cache was dropped while it served registered sequences: the next
+/// planned statement reads it again.
+static mut WANTED: bool = false;
 
 pub fn init() {
     // SAFETY: registering a callback from _PG_init, in the postmaster, is
@@ -82,80 +136,97 @@ pub fn init() {
 #[pg_guard]
 unsafe extern "C-unwind" fn invalidate(_arg: pg_sys::Datum, relid: Oid) {
     // SAFETY: see the statics.
-    unsafe { INVALIDATIONS += 1 };
-    // SAFETY: see the statics.
-    let cache = unsafe { &mut *std::ptr::addr_of_mut!(CACHE) };
-    let drop_it = match cache {
-        None => false,
-        Some(Registry { installed: None, .. }) => true,
-        Some(r) => {
-            relid == pg_sys::InvalidOid
-                || r.installed.is_some_and(|(table, _)| table == relid)
-                || r.entries.contains_key(&relid)
+    unsafe {
+        INVALIDATIONS += 1;
+        let cache = &mut *std::ptr::addr_of_mut!(CACHE);
+        let drop_it = match cache {
+            None => false,
+            Some(Registry { installed: None, .. }) => true,
+            Some(r) => {
+                relid == pg_sys::InvalidOid
+                    || r.installed.is_some_and(|i| i.table == relid)
+                    || r.entries.contains_key(&relid)
+            }
+        };
+        if drop_it {
+            WANTED |= cache.as_ref().is_some_and(Registry::route_all);
+            *cache = None;
         }
-    };
-    if drop_it {
-        *cache = None;
     }
 }
 
-/// Whether any sequence of this database is registered (false while the
-/// cache is being read).
-pub fn any() -> bool {
-    with(|r| !r.entries.is_empty()).unwrap_or(false)
+/// Whether calls of sequence functions are served by ours in this
+/// database: some sequence is registered, or a registration is in
+/// progress. Then every nextval, currval, setval and lastval goes through
+/// our functions, which serve a registered sequence and call the native
+/// function for any other (so `lastval()` sees every call).
+pub fn route_all() -> bool {
+    with(Registry::route_all).unwrap_or(false)
 }
 
-/// Whether the extension, at a version with sequence mode, is installed in
-/// this database (false while the cache is being read).
-pub fn installed() -> bool {
-    with(|r| r.installed.is_some()).unwrap_or(false)
+/// The registration of `seq`, if any.
+pub fn lookup(seq: Oid) -> Option<Entry> {
+    with(|r| r.entries.get(&seq).copied()).flatten()
 }
 
-/// The registration of `seq`, if any, and the functions that serve it.
-pub fn lookup(seq: Oid) -> Option<(Entry, Functions)> {
-    with(|r| Some((*r.entries.get(&seq)?, r.installed?.1))).flatten()
+/// How many sequences of this database are registered.
+pub fn registered() -> usize {
+    with(|r| r.entries.len()).unwrap_or(0)
 }
 
-/// The cache's generation when it is loaded and holds a registered
-/// sequence; never reads it (for hooks that run where no query may run).
-pub fn loaded_with_entries() -> Option<u64> {
-    // SAFETY: see the statics.
-    unsafe {
-        let loaded = (*std::ptr::addr_of!(CACHE)).as_ref()?;
-        (!LOADING && !loaded.entries.is_empty()).then_some(GENERATION)
-    }
-}
-
-/// The extension's schema, where any sequence is registered.
-pub fn schema() -> Option<String> {
-    with(|r| (!r.entries.is_empty() && r.installed.is_some()).then(|| r.schema.clone())).flatten()
-}
-
-/// Every registered sequence of this database.
-pub fn registered() -> Vec<Oid> {
-    with(|r| r.entries.keys().copied().collect()).unwrap_or_default()
-}
-
-/// Whether a registered sequence has the name `name` (unqualified, as
-/// PostgreSQL's messages name it); `None` when this backend has not read the
-/// registry. Never reads it (for the log hook).
-pub fn registered_name(name: &str) -> Option<bool> {
-    // SAFETY: see the statics.
-    unsafe {
-        let loaded = (*std::ptr::addr_of!(CACHE)).as_ref()?;
-        (!LOADING).then(|| loaded.names.contains(name))
-    }
+/// The extension in this database, if installed with sequence mode.
+pub fn installed() -> Option<Installed> {
+    with(|r| r.installed).flatten()
 }
 
 /// The functions that serve registered sequences, where the extension is installed.
 pub fn functions() -> Option<Functions> {
-    with(|r| r.installed.map(|(_, f)| f)).flatten()
+    installed().map(|i| i.functions)
+}
+
+/// Whether the registered sequences are served, as the cache says, and its
+/// generation; `None` when it is not read. Never reads it (for hooks that
+/// run where no catalog may be read).
+pub fn loaded() -> Option<(bool, u64)> {
+    // SAFETY: see the statics.
+    unsafe {
+        let loaded = (*std::ptr::addr_of!(CACHE)).as_ref()?;
+        (!LOADING).then(|| (loaded.route_all(), GENERATION))
+    }
+}
+
+/// Reads the registry again if it was dropped while it served registered
+/// sequences (for the planner hook, where catalogs may be read).
+pub fn reload_if_wanted() {
+    // SAFETY: see the statics.
+    if unsafe { WANTED } {
+        with(|_| ());
+    }
+}
+
+/// What the registry knows of the sequence named `name` in PostgreSQL's
+/// "reached maximum value" error, whose value is `value`. Never reads it
+/// (for the log hook).
+pub fn fence(name: &str, value: i64) -> Fence {
+    // SAFETY: see the statics.
+    unsafe {
+        let Some(loaded) = (*std::ptr::addr_of!(CACHE)).as_ref().filter(|_| !LOADING) else {
+            return Fence::Unknown;
+        };
+        if loaded.installed.is_none() {
+            return Fence::NotInstalled;
+        }
+        match loaded.fences.iter().find(|(n, v, _)| n == name && *v == value) {
+            Some((_, _, qualified)) => Fence::Registered(qualified.clone()),
+            None => Fence::NotRegistered,
+        }
+    }
 }
 
 fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
-    // SAFETY: see the statics.
+    // SAFETY: see the statics; a flag of this backend's transaction state.
     unsafe {
-        if LOADING {
+        if LOADING || !pg_sys::IsTransactionState() {
             return None;
         }
         if (*std::ptr::addr_of!(CACHE)).is_none() {
@@ -165,12 +236,8 @@ fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
             LOADING = false;
             let loaded = loaded.unwrap_or_else(|e| std::panic::resume_unwind(e));
             GENERATION += 1;
-            // A transaction of REPEATABLE READ or SERIALIZABLE that has
-            // written reads through SPI with its own snapshot, which may
-            // predate a registration: what it read is used, never kept.
-            let xact_snapshot = pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32
-                && pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
-            if INVALIDATIONS != before || xact_snapshot {
+            WANTED = false;
+            if INVALIDATIONS != before {
                 return Some(f(&loaded));
             }
             CACHE = Some(loaded);
@@ -180,7 +247,7 @@ fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
 }
 
 fn empty() -> Registry {
-    Registry { installed: None, schema: String::new(), entries: HashMap::new(), names: Default::default() }
+    Registry { installed: None, entries: HashMap::new(), fences: Vec::new(), in_progress: false }
 }
 
 fn load() -> Registry {
@@ -190,117 +257,184 @@ fn load() -> Registry {
     if unsafe { pg_sys::IsInParallelMode() } {
         return empty();
     }
-    // Where the extension is not installed, a catalog lookup says so, with
-    // no query (this runs again after any relcache invalidation there).
-    // SAFETY: an index scan of pg_extension.
-    if unsafe { pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true) } == pg_sys::InvalidOid {
-        return empty();
-    }
-    // The reads run as the bootstrap superuser (a role that may not see the
-    // extension's schema still gets its sequences' IDs), and see the latest
-    // committed registry, not the statement's snapshot.
-    // SAFETY: a snapshot of our own, popped below (or by the abort on an ERROR).
-    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot()) };
-    let registry = super::privileged::run(read);
-    // SAFETY: as above.
-    unsafe { pg_sys::PopActiveSnapshot() };
+    // SAFETY: catalog lookups.
+    let Some(installed) = (unsafe { find_installed() }) else { return empty() };
+    let mut registry = empty();
+    registry.in_progress = in_progress::seen(installed.extension);
+    // SAFETY: the registry table exists (found above); read under a
+    // snapshot of our own.
+    unsafe { read_entries(installed.table, &mut registry) };
+    registry.installed = Some(installed);
     registry
 }
 
-fn read() -> Registry {
-    Spi::connect(|client| {
-        let mut registry = empty();
-        let found = client
-            .select(
-                "SELECT n.nspname::text, c.oid \
-                 FROM pg_catalog.pg_extension e \
-                 JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
-                 JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = 'snowflake_sequence_registry' \
-                 WHERE e.extname = 'snowflake_id'",
-                None,
-                &[],
-            )
-            .expect("the catalogs can be read");
-        let Some(row) = found.into_iter().next() else { return registry };
-        let (Ok(Some(schema)), Ok(Some(table))) = (row.get::<String>(1), row.get::<Oid>(2)) else {
-            return registry;
+/// The extension, where it is installed with sequence mode.
+///
+/// # Safety
+/// In a transaction.
+unsafe fn find_installed() -> Option<Installed> {
+    // SAFETY: the caller's contract; index scans of pg_extension and
+    // syscache lookups.
+    unsafe {
+        let extension = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
+        if extension == pg_sys::InvalidOid {
+            return None;
+        }
+        let schema = extension_schema(extension)?;
+        let table = pg_sys::get_relname_relid(c"snowflake_sequence_registry".as_ptr(), schema);
+        if table == pg_sys::InvalidOid {
+            return None;
+        }
+        let schema_name = CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_owned();
+        let function = |name: &CStr, args: &[Oid]| -> Option<Oid> {
+            let names = pg_sys::lappend(
+                pg_sys::lappend(std::ptr::null_mut(), pg_sys::makeString(pg_sys::pstrdup(schema_name.as_ptr())).cast()),
+                pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast(),
+            );
+            let oid = pg_sys::LookupFuncName(names, args.len() as _, args.as_ptr(), true);
+            // Members of the extension only: a function of that name and
+            // those arguments another role made is never called.
+            (oid != pg_sys::InvalidOid && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, oid) == extension)
+                .then_some(oid)
         };
-        let mut functions = Functions::default();
-        let procs = client
-            .select(
-                // Members of the extension only: a function of the same
-                // name another role made in its schema is never called.
-                "SELECT p.proname::text, p.pronargs::int, p.oid FROM pg_catalog.pg_proc p \
-                 JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
-                      AND d.objid = p.oid AND d.deptype = 'e' \
-                 JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id' \
-                 WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_catalog.pg_class c WHERE c.oid = $1) \
-                   AND p.proname LIKE 'snowflake\\_sequence\\_%'",
-                None,
-                &[table.into()],
-            )
-            .expect("the catalogs can be read");
-        for p in procs {
-            let (Ok(Some(name)), Ok(Some(args)), Ok(Some(oid))) =
-                (p.get::<String>(1), p.get::<i32>(2), p.get::<Oid>(3))
-            else {
-                continue;
-            };
-            let slot = match (name.as_str(), args) {
-                ("snowflake_sequence_nextval", 1) => &mut functions.nextval,
-                ("snowflake_sequence_nextval_identity", 1) => &mut functions.nextval_identity,
-                ("snowflake_sequence_currval", 1) => &mut functions.currval,
-                ("snowflake_sequence_lastval", 0) => &mut functions.lastval,
-                ("snowflake_sequence_setval", 2) => &mut functions.setval,
-                ("snowflake_sequence_setval", 3) => &mut functions.setval3,
-                _ => continue,
-            };
-            *slot = oid;
-        }
-        if !functions.complete() {
-            return registry;
-        }
-        registry.installed = Some((table, functions));
-        registry.schema = schema.clone();
-        let rows = client
-            .select(
-                &format!(
-                    "SELECT r.seq::pg_catalog.oid, r.block_mode, s.seqincrement, c.relname::text \
-                     FROM {}.snowflake_sequence_registry r \
-                     JOIN pg_catalog.pg_sequence s ON s.seqrelid = r.seq \
-                     JOIN pg_catalog.pg_class c ON c.oid = r.seq",
-                    spi::quote_identifier(&schema)
-                ),
-                None,
-                &[],
-            )
-            .expect("the registry can be read");
-        for row in rows {
-            let (Ok(Some(seq)), Ok(Some(mode)), Ok(Some(increment))) =
-                (row.get::<Oid>(1), row.get::<String>(2), row.get::<i64>(3))
-            else {
-                continue;
-            };
-            let convention = Convention::from_name(&mode).unwrap_or(Convention::Either);
-            registry.entries.insert(seq, Entry { convention, increment });
-            if let Ok(Some(name)) = row.get::<String>(4) {
-                registry.names.insert(name);
-            }
-        }
-        registry
-    })
+        let regclass = pg_sys::REGCLASSOID;
+        let functions = Functions {
+            nextval: function(c"snowflake_sequence_nextval", &[regclass])?,
+            nextval_identity: function(c"snowflake_sequence_nextval_identity", &[regclass])?,
+            currval: function(c"snowflake_sequence_currval", &[regclass])?,
+            lastval: function(c"snowflake_sequence_lastval", &[])?,
+            setval: function(c"snowflake_sequence_setval", &[regclass, pg_sys::INT8OID])?,
+            setval3: function(c"snowflake_sequence_setval", &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID])?,
+        };
+        Some(Installed { extension, schema, table, functions })
+    }
 }
 
-/// Drops this backend's cache and tells every backend to drop theirs at
-/// the end of this transaction, and to plan everything again: a plan made
-/// before may hold a native `lastval()` or a `nextval($1)` that names no
-/// relation, and registrations are rare.
+/// The schema of extension `extension`, by an index scan of pg_extension
+/// (PostgreSQL 15 exports no function for it).
+///
+/// # Safety
+/// In a transaction.
+unsafe fn extension_schema(extension: Oid) -> Option<Oid> {
+    // SAFETY: the caller's contract; a catalog scan opened and closed here.
+    unsafe {
+        let rel = pg_sys::table_open(pg_sys::ExtensionRelationId, pg_sys::AccessShareLock as _);
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyInit(
+            &mut key,
+            pg_sys::Anum_pg_extension_oid as _,
+            pg_sys::BTEqualStrategyNumber as _,
+            pg_sys::F_OIDEQ.into(),
+            pg_sys::Datum::from(extension),
+        );
+        let scan = pg_sys::systable_beginscan(
+            rel,
+            pg_sys::Oid::from(pg_sys::ExtensionOidIndexId),
+            true,
+            std::ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let tuple = pg_sys::systable_getnext(scan);
+        let schema = (!tuple.is_null())
+            .then(|| (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_extension>(tuple)).extnamespace);
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
+        schema
+    }
+}
+
+/// Reads the registry table's rows into `registry`: each sequence that
+/// still exists, with its sequence's increment and MAXVALUE (the fence).
+///
+/// # Safety
+/// `table` is the registry table; in a transaction, not in parallel mode.
+unsafe fn read_entries(table: Oid, registry: &mut Registry) {
+    // SAFETY: the caller's contract. The snapshot is registered with the
+    // current resource owner, and the scan and relation are closed here (an
+    // ERROR in between releases both with the transaction).
+    unsafe {
+        let column = |name: &CStr| pg_sys::get_attnum(table, name.as_ptr());
+        let (seq, mode, native_max, native_cycle) =
+            (column(c"seq"), column(c"block_mode"), column(c"native_max"), column(c"native_cycle"));
+        let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as _);
+        let desc = (*rel).rd_att;
+        let width = (*desc).natts as usize;
+        let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![true; width]);
+        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+        let scan = pg_sys::table_beginscan(rel, snapshot, 0, std::ptr::null_mut());
+        let mut rows = Vec::new();
+        loop {
+            let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tuple.is_null() {
+                break;
+            }
+            pg_sys::heap_deform_tuple(tuple, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let at = |attnum: i16| (values[attnum as usize - 1], nulls[attnum as usize - 1]);
+            let (Some(seq), Some(mode), Some(native_max), Some(native_cycle)) = (
+                Oid::from_datum(at(seq).0, at(seq).1),
+                String::from_datum(at(mode).0, at(mode).1),
+                i64::from_datum(at(native_max).0, at(native_max).1),
+                bool::from_datum(at(native_cycle).0, at(native_cycle).1),
+            ) else {
+                continue;
+            };
+            rows.push((seq, mode, native_max, native_cycle));
+        }
+        pg_sys::table_endscan(scan);
+        pg_sys::UnregisterSnapshot(snapshot);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
+        for (seq, mode, native_max, native_cycle) in rows {
+            // A row whose sequence is gone (dropped in a way no event
+            // trigger reports) or temporary registers nothing.
+            let Some((increment, fence)) = sequence_limits(seq) else { continue };
+            if pg_sys::get_rel_persistence(seq) == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
+                continue;
+            }
+            let convention = Convention::from_name(&mode).unwrap_or(Convention::Either);
+            registry.entries.insert(seq, Entry { convention, increment, fence, native_max, native_cycle });
+            let name = pg_sys::get_rel_name(seq);
+            if !name.is_null() {
+                registry.fences.push((
+                    CStr::from_ptr(name).to_string_lossy().into_owned(),
+                    fence,
+                    names::qualified(seq),
+                ));
+            }
+        }
+    }
+}
+
+/// A sequence's increment and MAXVALUE, from the catalog cache.
+fn sequence_limits(seq: Oid) -> Option<(i64, i64)> {
+    // SAFETY: a syscache lookup, released here.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as _, seq.into());
+        if tuple.is_null() {
+            return None;
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_sequence>(tuple);
+        let limits = ((*form).seqincrement, (*form).seqmax);
+        pg_sys::ReleaseSysCache(tuple);
+        Some(limits)
+    }
+}
+
+/// Drops this backend's cache, and has every backend read the registry
+/// again and plan everything again when this transaction commits: a plan
+/// made before may call a sequence function natively, and registrations are
+/// rare. The registry table's invalidation is queued as any is; the one of
+/// every relation is sent by the commit ([`in_progress::replan_at_commit`]):
+/// queued, it would be taken in at this backend's next command counter
+/// increment, where PostgreSQL's rewrite of a sequence's storage expects the
+/// invalidation of that sequence alone, and merged into it, that sequence's
+/// relcache entry would keep its old storage.
 pub fn changed(table: Oid) {
-    // SAFETY: see the statics; the invalidations are queued for this
-    // transaction's end (and this backend's next CommandCounterIncrement).
+    // SAFETY: see the statics; the invalidation is queued, not sent.
     unsafe {
         CACHE = None;
+        WANTED = true;
         pg_sys::CacheInvalidateRelcacheByRelid(table);
-        pg_sys::CacheInvalidateRelcacheAll();
     }
+    in_progress::replan_at_commit();
 }

@@ -1,20 +1,25 @@
 //! The planner hook: before `standard_planner`, calls of native `nextval`,
-//! `currval`, `setval` and `lastval` and identity defaults (`NextValueExpr`)
-//! of registered sequences become calls of [`super::nextval`]'s functions.
+//! `currval`, `setval` and `lastval` (as functions or through an operator)
+//! and bigint identity defaults (`NextValueExpr`) become calls of
+//! [`super::nextval`]'s functions, wherever a sequence of this database is
+//! registered or a registration is in progress ([`registry::route_all`]).
+//! Ours serve a registered sequence and call the native function for any
+//! other, deciding when they run, under the sequence's lock; so every
+//! sequence call, registered or not, goes through them, and `lastval()` sees
+//! each one. Where nothing is registered, nothing is swapped.
 //!
 //! The rewriter has filled in column defaults by then, so one place covers
 //! explicit calls, serial and identity defaults, multi-row VALUES, INSERT ...
 //! SELECT, RETURNING, CTEs, sublinks, rules and views, PREPARE and protocol
 //! prepared statements, and PL/pgSQL (all of it goes through the planner).
-//! A call whose argument is no constant, and `lastval()`, are sent to our
-//! function wherever the extension is installed, registrations or not: it
-//! decides at run time (the native one for a sequence not registered), and a
-//! plan made before a registration names no relation that would renew it.
+//! A plan made before a registration is made again: the registration
+//! invalidates every relation of the database ([`super::in_progress`]).
 //!
 //! The planner scribbles on the Query it is given (callers pass a copy), but
 //! an identity default is a node of another type than the call that
-//! replaces it, so the tree is rebuilt by a mutator; a walker first looks
-//! whether there is anything to replace, so plans without nextval pay a walk.
+//! replaces it, so the tree is rebuilt by a mutator. A walker first looks
+//! whether there is any sequence call at all, and only then is the registry
+//! read: a statement that calls no sequence function pays a walk.
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -24,6 +29,37 @@ use pgrx::prelude::*;
 use super::registry::{self, Functions};
 
 static mut PREVIOUS: pg_sys::planner_hook_type = None;
+
+// SAFETY (for PLANNING): a backend runs one thread.
+/// How many planner hook calls are on the stack (a function's statements
+/// are planned while its caller's plan is made).
+static mut PLANNING: u32 = 0;
+
+/// Marks the time a query is planned, when the registry may be read (for
+/// [`super::inline`], whose hook runs elsewhere too); unmarked when
+/// dropped, also when an error unwinds.
+struct Planning;
+
+impl Planning {
+    fn enter() -> Planning {
+        // SAFETY: see PLANNING.
+        unsafe { PLANNING += 1 };
+        Planning
+    }
+}
+
+impl Drop for Planning {
+    fn drop(&mut self) {
+        // SAFETY: see PLANNING.
+        unsafe { PLANNING -= 1 };
+    }
+}
+
+/// Whether a query is being planned.
+pub fn planning() -> bool {
+    // SAFETY: see PLANNING.
+    unsafe { PLANNING > 0 }
+}
 
 pub fn init() {
     // SAFETY: hooks are chained from _PG_init, in the postmaster, once.
@@ -46,6 +82,7 @@ unsafe extern "C-unwind" fn plan(
     cursor_options: c_int,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
+    let _planning = Planning::enter();
     // SAFETY: the planner's Query.
     let parse = unsafe { prepare(parse) };
     // SAFETY: the next planner in the chain, with the planner's arguments.
@@ -70,6 +107,7 @@ unsafe extern "C-unwind" fn plan(
     bound_params: pg_sys::ParamListInfo,
     explain: *mut pg_sys::ExplainState,
 ) -> *mut pg_sys::PlannedStmt {
+    let _planning = Planning::enter();
     // SAFETY: the planner's Query.
     let parse = unsafe { prepare(parse) };
     // SAFETY: the next planner in the chain, with the planner's arguments.
@@ -83,85 +121,77 @@ unsafe extern "C-unwind" fn plan(
     }
 }
 
-/// The Query the planner gets: rewritten where the extension is installed.
+/// The Query the planner gets: rewritten where sequence calls are routed
+/// through our functions.
 ///
 /// # Safety
 /// `parse` is the planner's Query; the walk and the rebuild allocate in the
 /// current (planner's) memory context.
 unsafe fn prepare(parse: *mut Query) -> *mut Query {
-    // Where the extension is installed, even with nothing registered: a
-    // lastval() or a nextval($1) planned now may run after a registration,
-    // and no relation of theirs would make the plan be made again.
-    if registry::installed() {
-        // SAFETY: the caller's contract.
-        unsafe { rewrite(parse) }
-    } else {
-        parse
+    registry::reload_if_wanted();
+    // SAFETY: the caller's contract.
+    unsafe { rewrite(parse) }
+}
+
+/// A native sequence function call or default, as the planner gets it.
+#[derive(Clone, Copy)]
+enum Native {
+    Nextval,
+    Currval,
+    Setval,
+    Setval3,
+    Lastval,
+    /// A bigint identity column's default, of this sequence.
+    Identity(Oid),
+}
+
+impl Native {
+    fn ours(self, f: &Functions) -> Oid {
+        match self {
+            Native::Nextval => f.nextval,
+            Native::Currval => f.currval,
+            Native::Setval => f.setval,
+            Native::Setval3 => f.setval3,
+            Native::Lastval => f.lastval,
+            Native::Identity(_) => f.nextval_identity,
+        }
     }
 }
 
-/// What to put in place of a native call or default, if anything.
-#[derive(Clone, Copy)]
-enum Swap {
-    /// A call of a native sequence function, served by ours instead (which
-    /// checks as the native one does, and calls it for a sequence not
-    /// registered): nextval, currval, setval, lastval.
-    Call(Oid),
-    /// An identity default of a registered sequence.
-    Identity(Functions, Oid),
+fn native_function(function: Oid) -> Option<Native> {
+    match function.to_u32() {
+        pg_sys::F_NEXTVAL => Some(Native::Nextval),
+        pg_sys::F_CURRVAL => Some(Native::Currval),
+        pg_sys::F_SETVAL_REGCLASS_INT8 => Some(Native::Setval),
+        pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => Some(Native::Setval3),
+        pg_sys::F_LASTVAL => Some(Native::Lastval),
+        _ => None,
+    }
 }
 
 /// # Safety
 /// `node` is a valid node tree or NULL.
-unsafe fn swap_for(node: *mut Node) -> Option<Swap> {
+unsafe fn native(node: *mut Node) -> Option<Native> {
     // SAFETY: the caller's contract; the tags say which struct the node is.
     unsafe {
         match (*node).type_ {
-            NodeTag::T_FuncExpr => {
-                let f = node.cast::<pg_sys::FuncExpr>();
-                let ours: fn(&Functions) -> Oid = match (*f).funcid.to_u32() {
-                    pg_sys::F_NEXTVAL => |f| f.nextval,
-                    pg_sys::F_CURRVAL => |f| f.currval,
-                    pg_sys::F_SETVAL_REGCLASS_INT8 => |f| f.setval,
-                    pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => |f| f.setval3,
-                    // The session's last value may be a registered sequence's.
-                    pg_sys::F_LASTVAL => return registry::functions().map(|f| Swap::Call(f.lastval)),
-                    _ => return None,
-                };
-                let args = (*f).args;
-                if args.is_null() || (*args).length < 1 {
-                    return None;
-                }
-                let arg = (*(*args).elements).ptr_value.cast::<Node>();
-                match const_oid(arg) {
-                    Some(seq) => registry::lookup(seq).map(|(_, functions)| Swap::Call(ours(&functions))),
-                    // Decided at run time.
-                    None => registry::functions().map(|functions| Swap::Call(ours(&functions))),
-                }
+            NodeTag::T_FuncExpr => native_function((*node.cast::<pg_sys::FuncExpr>()).funcid),
+            NodeTag::T_OpExpr => {
+                let op = node.cast::<pg_sys::OpExpr>();
+                // Set by the parser; looked up where something left it unset.
+                let function =
+                    if (*op).opfuncid == pg_sys::InvalidOid { pg_sys::get_opcode((*op).opno) } else { (*op).opfuncid };
+                native_function(function)
             }
+            // An identity column of another type is never registered (its
+            // sequence must be bigint), and our function returns bigint.
             NodeTag::T_NextValueExpr => {
-                let seq = (*node.cast::<pg_sys::NextValueExpr>()).seqid;
-                registry::lookup(seq).map(|(_, functions)| Swap::Identity(functions, seq))
+                let next = node.cast::<pg_sys::NextValueExpr>();
+                ((*next).typeId == pg_sys::INT8OID).then(|| Native::Identity((*next).seqid))
             }
             _ => None,
         }
     }
-}
-
-/// The OID in a non-null regclass or oid constant.
-unsafe fn const_oid(node: *mut Node) -> Option<Oid> {
-    // SAFETY: as for swap_for.
-    unsafe {
-        if node.is_null() || (*node).type_ != NodeTag::T_Const {
-            return None;
-        }
-        let c = node.cast::<pg_sys::Const>();
-        ((*c).consttype == pg_sys::REGCLASSOID || (*c).consttype == pg_sys::OIDOID) && !(*c).constisnull
-    }
-    .then(|| {
-        // SAFETY: checked above: a non-null oid datum.
-        unsafe { Oid::from((*node.cast::<pg_sys::Const>()).constvalue.value() as u32) }
-    })
 }
 
 /// # Safety
@@ -172,12 +202,19 @@ unsafe fn rewrite(parse: *mut Query) -> *mut Query {
         if !query_walker(parse, Some(finds), std::ptr::null_mut()) {
             return parse;
         }
-        tree::query_mutator(parse, replaces)
+        let Some(functions) = routed() else { return parse };
+        tree::query_mutator(parse, replaces, &functions)
     }
 }
 
+/// The functions that serve sequence calls, where they are routed through ours.
+fn routed() -> Option<Functions> {
+    registry::route_all().then(registry::functions).flatten()
+}
+
 /// The same replacement for an expression the planner never sees: CALL's
-/// arguments, which PostgreSQL evaluates with expression_planner.
+/// arguments, and the defaults COPY FROM fills, which PostgreSQL evaluates
+/// with expression_planner.
 ///
 /// # Safety
 /// `node` is a valid expression tree.
@@ -187,7 +224,8 @@ pub unsafe fn rewrite_expression(node: *mut Node) -> *mut Node {
         if !finds(node, std::ptr::null_mut()) {
             return node;
         }
-        replaces(node, std::ptr::null_mut())
+        let Some(functions) = routed() else { return node };
+        replaces(node, (&raw const functions).cast_mut().cast())
     }
 }
 
@@ -198,7 +236,13 @@ pub unsafe fn rewrite_expression(node: *mut Node) -> *mut Node {
 /// `node` is a valid expression tree.
 pub unsafe fn served(node: *mut Node) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { finds(node, std::ptr::null_mut()) }
+    unsafe { finds(node, std::ptr::null_mut()) && routed().is_some() }
+}
+
+/// Whether `function` is a native sequence function (nextval, currval,
+/// setval, lastval), by OID.
+pub fn is_native_sequence_function(function: Oid) -> bool {
+    native_function(function).is_some()
 }
 
 #[pg_guard]
@@ -211,7 +255,7 @@ unsafe extern "C-unwind" fn finds(node: *mut Node, context: *mut c_void) -> bool
         if (*node).type_ == NodeTag::T_Query {
             return query_walker(node.cast(), Some(finds), context);
         }
-        if swap_for(node).is_some() {
+        if native(node).is_some() {
             return true;
         }
         pg_sys::expression_tree_walker(node, Some(finds), context)
@@ -227,44 +271,67 @@ unsafe fn query_walker(
     unsafe { pg_sys::query_tree_walker(query, walker, context, 0) }
 }
 
+/// The mutator; its context is the [`Functions`] that serve sequence calls.
 #[pg_guard]
-unsafe extern "C-unwind" fn replaces(node: *mut Node, _context: *mut c_void) -> *mut Node {
+unsafe extern "C-unwind" fn replaces(node: *mut Node, context: *mut c_void) -> *mut Node {
     if node.is_null() {
         return node;
     }
-    // SAFETY: a node of the tree being rebuilt; new nodes are made in the
-    // planner's memory context, as the mutator's copies are.
+    // SAFETY: a node of the tree being rebuilt, and the context the walk was
+    // started with; new nodes are made in the current memory context, as
+    // the mutator's copies are.
     unsafe {
         if (*node).type_ == NodeTag::T_Query {
-            return tree::query_mutator(node.cast(), replaces).cast();
+            return tree::query_mutator(node.cast(), replaces, &*context.cast::<Functions>()).cast();
         }
-        let swap = swap_for(node);
-        if let Some(Swap::Identity(functions, seq)) = swap {
-            let arg = pg_sys::makeConst(
-                pg_sys::REGCLASSOID,
-                -1,
-                pg_sys::InvalidOid,
-                4,
-                pg_sys::Datum::from(seq),
-                false,
-                true,
-            );
-            let args = pg_sys::lappend(std::ptr::null_mut(), arg.cast());
-            return pg_sys::makeFuncExpr(
-                functions.nextval_identity,
-                pg_sys::INT8OID,
-                args,
-                pg_sys::InvalidOid,
-                pg_sys::InvalidOid,
-                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
-            )
-            .cast();
+        let functions = &*context.cast::<Functions>();
+        let Some(native) = native(node) else {
+            return tree::expression_mutator(node, replaces, functions);
+        };
+        let ours = native.ours(functions);
+        match (*node).type_ {
+            NodeTag::T_NextValueExpr => {
+                let Native::Identity(seq) = native else { unreachable!("an identity default") };
+                let arg = pg_sys::makeConst(
+                    pg_sys::REGCLASSOID,
+                    -1,
+                    pg_sys::InvalidOid,
+                    4,
+                    pg_sys::Datum::from(seq),
+                    false,
+                    true,
+                );
+                call(ours, pg_sys::lappend(std::ptr::null_mut(), arg.cast()), pg_sys::InvalidOid)
+            }
+            NodeTag::T_OpExpr => {
+                let copy = tree::expression_mutator(node, replaces, functions).cast::<pg_sys::OpExpr>();
+                call(ours, (*copy).args, (*copy).inputcollid)
+            }
+            _ => {
+                let copy = tree::expression_mutator(node, replaces, functions);
+                (*copy.cast::<pg_sys::FuncExpr>()).funcid = ours;
+                copy
+            }
         }
-        let copy = tree::expression_mutator(node, replaces);
-        if let Some(Swap::Call(function)) = swap {
-            (*copy.cast::<pg_sys::FuncExpr>()).funcid = function;
-        }
-        copy
+    }
+}
+
+/// A call of our function `function` (all return bigint) with `args`.
+///
+/// # Safety
+/// `args` is a List of expressions of the function's argument types.
+unsafe fn call(function: Oid, args: *mut pg_sys::List, input_collation: Oid) -> *mut Node {
+    // SAFETY: the caller's contract; a node made in the current memory context.
+    unsafe {
+        pg_sys::makeFuncExpr(
+            function,
+            pg_sys::INT8OID,
+            args,
+            pg_sys::InvalidOid,
+            input_collation,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        )
+        .cast()
     }
 }
 
@@ -276,35 +343,37 @@ mod tree {
     type Mutator = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node;
 
     /// # Safety
-    /// `query` is a valid Query.
-    pub unsafe fn query_mutator(query: *mut Query, mutator: Mutator) -> *mut Query {
+    /// `query` is a valid Query; `functions` lives through the walk.
+    pub unsafe fn query_mutator(query: *mut Query, mutator: Mutator, functions: &Functions) -> *mut Query {
+        let context = (functions as *const Functions).cast_mut().cast::<c_void>();
         // SAFETY: PostgreSQL's mutator with a callback of the signature it calls.
         unsafe {
             #[cfg(feature = "pg15")]
             {
                 let callback = std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut Node>(mutator);
-                pg_sys::query_tree_mutator(query, Some(callback), std::ptr::null_mut(), 0)
+                pg_sys::query_tree_mutator(query, Some(callback), context, 0)
             }
             #[cfg(not(feature = "pg15"))]
             {
-                pg_sys::query_tree_mutator_impl(query, Some(mutator), std::ptr::null_mut(), 0)
+                pg_sys::query_tree_mutator_impl(query, Some(mutator), context, 0)
             }
         }
     }
 
     /// # Safety
-    /// `node` is a valid node tree (no Query at its top).
-    pub unsafe fn expression_mutator(node: *mut Node, mutator: Mutator) -> *mut Node {
+    /// `node` is a valid node tree (no Query at its top); `functions` lives through the walk.
+    pub unsafe fn expression_mutator(node: *mut Node, mutator: Mutator, functions: &Functions) -> *mut Node {
+        let context = (functions as *const Functions).cast_mut().cast::<c_void>();
         // SAFETY: as above.
         unsafe {
             #[cfg(feature = "pg15")]
             {
                 let callback = std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut Node>(mutator);
-                pg_sys::expression_tree_mutator(node, Some(callback), std::ptr::null_mut())
+                pg_sys::expression_tree_mutator(node, Some(callback), context)
             }
             #[cfg(not(feature = "pg15"))]
             {
-                pg_sys::expression_tree_mutator_impl(node, Some(mutator), std::ptr::null_mut())
+                pg_sys::expression_tree_mutator_impl(node, Some(mutator), context)
             }
         }
     }

@@ -1,13 +1,20 @@
-//! The utility hook: the DDL that would open a registered sequence's fence
-//! is refused, and a TRUNCATE that restarts it closes the fence again.
+//! The utility hook: DDL that concerns registered sequences is decided
+//! after it has taken the lock its statement takes (which takes in the
+//! invalidations of a registration that committed meanwhile), never on what
+//! this backend's registry said before.
 //!
-//! The fence is the sequence's MAXVALUE at its current value, called, so
-//! that native nextval fails ([`super`]). `ALTER SEQUENCE ... RESTART`,
-//! `MAXVALUE`, `CYCLE` or `AS`, and the same through an identity column
-//! (`ALTER TABLE ... ALTER COLUMN ... RESTART | SET ...`, `DROP IDENTITY`),
-//! would let native values out; they are refused with a hint to unregister
-//! first. `TRUNCATE ... RESTART IDENTITY` resets owned sequences to their
-//! start, so it is let through and the fence set again after it.
+//! - The DDL that would open a registered sequence's fence is refused with
+//!   a hint to unregister first: `ALTER SEQUENCE ... RESTART`, `MAXVALUE`,
+//!   `CYCLE`, `AS` or `INCREMENT`, the same through an identity column
+//!   (`ALTER TABLE ... ALTER COLUMN ... RESTART | SET ...`, which PostgreSQL
+//!   runs as an ALTER SEQUENCE of its own), and `DROP IDENTITY`.
+//! - `TRUNCATE ... RESTART IDENTITY` resets the sequences of the tables it
+//!   truncates: each registered one among them gets its fence back.
+//! - `DROP EXTENSION snowflake_id` while sequences are registered asks for
+//!   CASCADE, which leaves them fenced.
+//! - `CREATE TABLE ... (LIKE ... INCLUDING IDENTITY)` copies an identity
+//!   sequence's options, a registered one's fence among them: the copy gets
+//!   the MAXVALUE and CYCLE the fence replaced.
 //!
 //! What PostgreSQL evaluates without the planner gets our functions here:
 //! CALL's arguments, EXECUTE's parameters ([`super::parameters`]), the
@@ -21,10 +28,14 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::statement::{option_names, relation_oid};
-use super::{alter, copy, nextval, parameters, registry, rewrite};
+use super::{alter, copy, fence, names, nextval, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
+
+/// LIKE's INCLUDING IDENTITY bit (its enum's integer type differs between versions).
+#[allow(clippy::unnecessary_cast)]
+const CREATE_TABLE_LIKE_IDENTITY: u32 = pg_sys::TableLikeOption::CREATE_TABLE_LIKE_IDENTITY as u32;
 
 /// Options of ALTER SEQUENCE that would open the fence.
 /// (INCREMENT too: a block's size is the registration's, and a negative one
@@ -62,34 +73,35 @@ unsafe extern "C-unwind" fn process_utility(
     if matches!(discard, Some(pg_sys::DiscardMode::DISCARD_ALL | pg_sys::DiscardMode::DISCARD_SEQUENCES)) {
         nextval::forget_session();
     }
-    let mut refence = false;
-    // Only the statements looked at below read the registry, and never in
-    // a transaction that is aborted (a ROLLBACK) or outside one.
-    let concerned = matches!(
-        kind,
-        NodeTag::T_AlterSeqStmt
-            | NodeTag::T_AlterTableStmt
-            | NodeTag::T_TruncateStmt
-            | NodeTag::T_CallStmt
-            | NodeTag::T_ExecuteStmt
-            | NodeTag::T_CopyStmt
-    );
+    // What runs after PostgreSQL's own statement.
+    let mut after = After::Nothing;
     // SAFETY: a flag of this backend's transaction state.
-    if concerned && unsafe { pg_sys::IsTransactionState() } && registry::any() {
+    if unsafe { pg_sys::IsTransactionState() } {
         // SAFETY: as above; the tags say which struct the node is. A
         // statement to change is copied first when the tree is read-only
         // (a cached plan's), as standard_ProcessUtility does.
         unsafe {
-            match (*statement).type_ {
+            match kind {
                 NodeTag::T_AlterSeqStmt => check_alter_sequence(statement.cast()),
                 NodeTag::T_AlterTableStmt => {
-                    check_alter_table(statement.cast());
+                    check_drop_identity(statement.cast());
                     if read_only_tree {
                         pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
                     }
-                    alter::prepare((*pstmt).utilityStmt.cast());
+                    if let Some(defaults) = alter::prepare((*pstmt).utilityStmt.cast(), query_string) {
+                        after = After::DropDefaults(defaults);
+                    }
                 }
-                NodeTag::T_TruncateStmt => refence = (*statement.cast::<pg_sys::TruncateStmt>()).restart_seqs,
+                NodeTag::T_TruncateStmt if (*statement.cast::<pg_sys::TruncateStmt>()).restart_seqs => {
+                    after = After::Refence(statement.cast());
+                }
+                NodeTag::T_DropStmt => check_drop_extension(statement.cast()),
+                NodeTag::T_CreateStmt => {
+                    let sources = identity_sources(statement.cast());
+                    if !sources.is_empty() {
+                        after = After::LiftCopied(statement.cast(), sources);
+                    }
+                }
                 // Run here in place of PostgreSQL's COPY, which it would be
                 // next to run only where no other library's hook follows.
                 NodeTag::T_CopyStmt => {
@@ -107,17 +119,20 @@ unsafe extern "C-unwind" fn process_utility(
                         return;
                     }
                 }
-                NodeTag::T_CallStmt | NodeTag::T_ExecuteStmt => {
+                NodeTag::T_CallStmt if rewrite::served((*statement.cast::<pg_sys::CallStmt>()).funcexpr.cast()) => {
                     if read_only_tree {
                         pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
                     }
-                    let statement = (*pstmt).utilityStmt;
-                    if (*statement).type_ == NodeTag::T_CallStmt {
-                        let call = statement.cast::<pg_sys::CallStmt>();
-                        (*call).funcexpr = rewrite::rewrite_expression((*call).funcexpr.cast()).cast();
-                    } else {
-                        parameters::rewrite((*statement.cast::<pg_sys::ExecuteStmt>()).params);
+                    let call = (*pstmt).utilityStmt.cast::<pg_sys::CallStmt>();
+                    (*call).funcexpr = rewrite::rewrite_expression((*call).funcexpr.cast()).cast();
+                }
+                NodeTag::T_ExecuteStmt
+                    if parameters::names_a_sequence_call((*statement.cast::<pg_sys::ExecuteStmt>()).params) =>
+                {
+                    if read_only_tree {
+                        pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
                     }
+                    parameters::rewrite((*(*pstmt).utilityStmt.cast::<pg_sys::ExecuteStmt>()).params, query_string);
                 }
                 _ => {}
             }
@@ -141,14 +156,27 @@ unsafe extern "C-unwind" fn process_utility(
             ),
         }
     }
-    // TRUNCATE ... RESTART IDENTITY resets the sequences of the tables it
-    // names, and of those it reaches by CASCADE or inheritance: every
-    // registered sequence gets its fence again.
-    if refence {
-        for seq in registry::registered() {
-            nextval::keep_fence(seq);
+    // SAFETY: the statement just run, in the transaction it ran in.
+    unsafe {
+        match after {
+            After::Nothing => {}
+            After::Refence(stmt) => refence_truncated(stmt),
+            After::LiftCopied(stmt, sources) => lift_copied_fences(stmt, &sources),
+            After::DropDefaults(defaults) => alter::drop_defaults(&defaults),
         }
     }
+}
+
+/// What the hook does after PostgreSQL's statement.
+enum After {
+    Nothing,
+    /// Gives the registered sequences a TRUNCATE reset their fences back.
+    Refence(*mut pg_sys::TruncateStmt),
+    /// Gives identity sequences CREATE TABLE ... LIKE copied (from these
+    /// tables) the MAXVALUE their source's fence replaced.
+    LiftCopied(*mut pg_sys::CreateStmt, Vec<Oid>),
+    /// Drops the defaults a table rewrite gave columns of a domain.
+    DropDefaults(alter::DomainDefaults),
 }
 
 type Arguments = (
@@ -186,44 +214,233 @@ unsafe fn call_previous(
     unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| previous(a, b, c, d, e, f, g, h)) }
 }
 
+/// ALTER SEQUENCE with an option that would open the fence, decided with
+/// the sequence locked as ALTER SEQUENCE locks it (after PostgreSQL's own
+/// owner check, so that no role queues a lock on another's sequence).
+///
 /// # Safety
-/// `stmt` is an AlterSeqStmt.
+/// `stmt` is an AlterSeqStmt; in a live transaction.
 unsafe fn check_alter_sequence(stmt: *mut pg_sys::AlterSeqStmt) {
-    // SAFETY: the caller's contract; a name lookup that takes no lock.
-    let seq = unsafe { relation_oid((*stmt).sequence, pg_sys::NoLock) }.unwrap_or(pg_sys::InvalidOid);
-    // SAFETY: as above.
+    // SAFETY: the caller's contract.
     let options = unsafe { option_names((*stmt).options) };
-    refuse_opening(seq, &options, "ALTER SEQUENCE");
+    if !options.iter().any(|o| FENCE_OPTIONS.contains(&o.as_str())) || registry::installed().is_none() {
+        return;
+    }
+    // SAFETY: the caller's contract; PostgreSQL's lookup, retried when the
+    // name changes while it waits, with its owner check as callback.
+    let seq = unsafe {
+        pg_sys::RangeVarGetRelidExtended(
+            (*stmt).sequence,
+            pg_sys::ShareRowExclusiveLock as _,
+            if (*stmt).missing_ok { pg_sys::RVROption::RVR_MISSING_OK } else { 0 },
+            Some(owns_relation),
+            std::ptr::null_mut(),
+        )
+    };
+    // SAFETY: as above.
+    let command = if unsafe { (*stmt).for_identity } { "ALTER TABLE" } else { "ALTER SEQUENCE" };
+    refuse_opening(seq, &options, command);
 }
 
+/// PostgreSQL's own owner check of ALTER SEQUENCE, as a lookup's callback.
+#[pg_guard]
+unsafe extern "C-unwind" fn owns_relation(
+    relation: *const pg_sys::RangeVar,
+    rel: Oid,
+    old_rel: Oid,
+    arg: *mut std::ffi::c_void,
+) {
+    // SAFETY: PostgreSQL's callback with the lookup's own arguments.
+    unsafe { pg_sys::RangeVarCallbackOwnsRelation(relation, rel, old_rel, arg) }
+}
+
+/// ALTER TABLE ... DROP IDENTITY of a registered identity column (which
+/// drops its sequence, where no event trigger sees it), decided with the
+/// table locked as ALTER TABLE locks it and the sequence as its drop will.
+///
 /// # Safety
-/// `stmt` is an AlterTableStmt.
-unsafe fn check_alter_table(stmt: *mut pg_sys::AlterTableStmt) {
+/// `stmt` is an AlterTableStmt; in a live transaction.
+unsafe fn check_drop_identity(stmt: *mut pg_sys::AlterTableStmt) {
     // SAFETY: the caller's contract.
     unsafe {
         let cmds = (*stmt).cmds;
-        let Some(table) = relation_oid((*stmt).relation, pg_sys::NoLock) else { return };
-        if cmds.is_null() {
+        let drops: Vec<*mut c_char> = (0..list_length(cmds))
+            .map(|i| (*(*cmds).elements.add(i)).ptr_value.cast::<pg_sys::AlterTableCmd>())
+            .filter(|cmd| (**cmd).subtype == pg_sys::AlterTableType::AT_DropIdentity && !(**cmd).name.is_null())
+            .map(|cmd| (*cmd).name)
+            .collect();
+        if drops.is_empty() || registry::installed().is_none() {
             return;
         }
-        for i in 0..(*cmds).length as usize {
-            let cmd = (*(*cmds).elements.add(i)).ptr_value.cast::<pg_sys::AlterTableCmd>();
-            let subtype = (*cmd).subtype;
-            let options = match subtype {
-                pg_sys::AlterTableType::AT_SetIdentity => option_names((*cmd).def.cast()),
-                pg_sys::AlterTableType::AT_DropIdentity => vec!["drop identity".to_string()],
-                _ => continue,
-            };
-            if (*cmd).name.is_null() {
-                continue;
-            }
-            let column = pg_sys::get_attnum(table, (*cmd).name);
+        let table = pg_sys::AlterTableLookupRelation(stmt, pg_sys::AlterTableGetLockLevel(cmds));
+        if table == pg_sys::InvalidOid {
+            return;
+        }
+        for name in drops {
+            let column = pg_sys::get_attnum(table, name);
             if column <= 0 {
                 continue;
             }
             let seq = identity_sequence(table, column);
-            refuse_opening(seq, &options, "ALTER TABLE");
+            if seq != pg_sys::InvalidOid {
+                pg_sys::LockRelationOid(seq, pg_sys::AccessExclusiveLock as _);
+                refuse_opening(seq, &["drop identity".to_string()], "ALTER TABLE");
+            }
         }
+    }
+}
+
+/// DROP EXTENSION snowflake_id, with no CASCADE, while sequences are
+/// registered: refused, as for any object others depend on.
+///
+/// # Safety
+/// `stmt` is a DropStmt; in a live transaction.
+unsafe fn check_drop_extension(stmt: *mut pg_sys::DropStmt) {
+    // SAFETY: the caller's contract; an extension's name is a String node.
+    let ours = unsafe {
+        (*stmt).removeType == pg_sys::ObjectType::OBJECT_EXTENSION
+            && (*stmt).behavior != pg_sys::DropBehavior::DROP_CASCADE
+            && (0..list_length((*stmt).objects)).any(|i| {
+                let name = (*(*(*stmt).objects).elements.add(i)).ptr_value.cast::<pg_sys::String>();
+                (*name).type_ == NodeTag::T_String && std::ffi::CStr::from_ptr((*name).sval) == c"snowflake_id"
+            })
+    };
+    if !ours {
+        return;
+    }
+    let registered = registry::registered();
+    if registered == 0 {
+        return;
+    }
+    error::new(
+        PgSqlErrorCode::ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST,
+        "cannot drop extension snowflake_id because sequences are registered with it",
+    )
+    .set_detail(format!(
+        "{registered} registered sequence(s) would keep their fences, and their native values could not continue \
+         above the snowflake IDs they handed out."
+    ))
+    .set_hint(
+        "Unregister them first: SELECT snowflake_sequence_unregister(sequence) FROM snowflake_sequences; \
+         or use DROP EXTENSION ... CASCADE to drop it and leave them fenced.",
+    )
+    .raise(PgLogLevel::ERROR);
+}
+
+/// The tables a CREATE TABLE copies identity columns from with LIKE
+/// (looked up before the statement runs: it replaces its LIKE clauses by
+/// the columns they stand for).
+///
+/// # Safety
+/// `stmt` is a CreateStmt; in a live transaction.
+unsafe fn identity_sources(stmt: *mut pg_sys::CreateStmt) -> Vec<Oid> {
+    // SAFETY: the caller's contract; name lookups that take no lock (the
+    // statement takes its own).
+    unsafe {
+        let elements = (*stmt).tableElts;
+        (0..list_length(elements))
+            .map(|i| (*(*elements).elements.add(i)).ptr_value.cast::<pg_sys::TableLikeClause>())
+            .filter(|e| (**e).type_ == NodeTag::T_TableLikeClause && (**e).options & CREATE_TABLE_LIKE_IDENTITY != 0)
+            .filter_map(|e| relation_oid((*e).relation, pg_sys::NoLock))
+            .collect()
+    }
+}
+
+/// The registered sequences among those a TRUNCATE ... RESTART IDENTITY
+/// reset (of the tables it names, their inheritance children, and with
+/// CASCADE the tables referencing them) get their fences back. The tables
+/// and sequences are locked by the TRUNCATE: the registry is read after.
+///
+/// # Safety
+/// `stmt` is the TruncateStmt just run, in its transaction.
+unsafe fn refence_truncated(stmt: *mut pg_sys::TruncateStmt) {
+    if registry::registered() == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract; lookups of relations it locked.
+    unsafe {
+        let mut tables: *mut pg_sys::List = std::ptr::null_mut();
+        let relations = (*stmt).relations;
+        for i in 0..list_length(relations) {
+            let rv = (*(*relations).elements.add(i)).ptr_value.cast::<pg_sys::RangeVar>();
+            let Some(table) = relation_oid(rv, pg_sys::NoLock) else { continue };
+            tables = if (*rv).inh {
+                pg_sys::list_concat_unique_oid(
+                    tables,
+                    pg_sys::find_all_inheritors(table, pg_sys::NoLock as _, std::ptr::null_mut()),
+                )
+            } else {
+                pg_sys::list_append_unique_oid(tables, table)
+            };
+        }
+        if (*stmt).behavior == pg_sys::DropBehavior::DROP_CASCADE {
+            loop {
+                let before = list_length(tables);
+                tables = pg_sys::list_concat_unique_oid(tables, pg_sys::heap_truncate_find_FKs(tables));
+                if list_length(tables) == before {
+                    break;
+                }
+            }
+        }
+        for i in 0..list_length(tables) {
+            let owned = pg_sys::getOwnedSequences((*(*tables).elements.add(i)).oid_value);
+            for j in 0..list_length(owned) {
+                let seq = (*(*owned).elements.add(j)).oid_value;
+                if registry::lookup(seq).is_some() {
+                    fence::keep(seq);
+                }
+            }
+        }
+    }
+}
+
+/// The identity sequences a CREATE TABLE ... LIKE copied from a registered
+/// sequence, fence and all, get the MAXVALUE and CYCLE the fence replaced:
+/// the copy is not registered, and counts natively.
+///
+/// # Safety
+/// `stmt` is the CreateStmt just run, in its transaction.
+unsafe fn lift_copied_fences(stmt: *mut pg_sys::CreateStmt, sources: &[Oid]) {
+    if registry::registered() == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract; lookups of relations the statement
+    // created or locked.
+    unsafe {
+        pg_sys::CommandCounterIncrement();
+        let Some(table) = relation_oid((*stmt).relation, pg_sys::NoLock) else { return };
+        let owned = pg_sys::getOwnedSequences(table);
+        for i in 0..list_length(owned) {
+            let seq = (*(*owned).elements.add(i)).oid_value;
+            let (mut t, mut column) = (pg_sys::InvalidOid, 0);
+            let internal = pg_sys::DependencyType::DEPENDENCY_INTERNAL as c_char;
+            if !pg_sys::sequenceIsOwned(seq, internal, &mut t, &mut column) {
+                continue;
+            }
+            let name = pg_sys::get_attname(table, column as _, false);
+            for source in sources {
+                let source_column = pg_sys::get_attnum(*source, name);
+                if source_column <= 0 {
+                    continue;
+                }
+                let source_seq = identity_sequence(*source, source_column);
+                let Some(entry) = registry::lookup(source_seq) else { continue };
+                if fence::options(seq).is_some_and(|o| o.max == entry.fence) {
+                    fence::lift(seq, entry.native_max, entry.native_cycle);
+                }
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `list` is NULL or a List.
+unsafe fn list_length(list: *mut pg_sys::List) -> usize {
+    if list.is_null() {
+        0
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { (*list).length as usize }
     }
 }
 
@@ -235,10 +452,7 @@ unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
     // SAFETY: the caller's contract; catalog lookups.
     unsafe {
         let owned = pg_sys::getOwnedSequences(table);
-        if owned.is_null() {
-            return pg_sys::InvalidOid;
-        }
-        for i in 0..(*owned).length as usize {
+        for i in 0..list_length(owned) {
             let seq = (*(*owned).elements.add(i)).oid_value;
             let (mut t, mut c) = (pg_sys::InvalidOid, 0);
             let internal = pg_sys::DependencyType::DEPENDENCY_INTERNAL as c_char;
@@ -250,6 +464,8 @@ unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
     pg_sys::InvalidOid
 }
 
+/// Refuses `command` with one of `options` on `seq` when it is registered
+/// (asked after the caller took the statement's lock).
 fn refuse_opening(seq: Oid, options: &[String], command: &str) {
     if seq == pg_sys::InvalidOid || registry::lookup(seq).is_none() {
         return;
@@ -257,16 +473,22 @@ fn refuse_opening(seq: Oid, options: &[String], command: &str) {
     let Some(option) = options.iter().find(|o| FENCE_OPTIONS.contains(&o.as_str()) || *o == "drop identity") else {
         return;
     };
-    let name = nextval::rel_name(seq);
     error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("cannot {} sequence \"{name}\" while it is registered with snowflake_id", describe(option)),
+        format!(
+            "cannot {} sequence \"{}\" while it is registered with snowflake_id",
+            describe(option),
+            nextval::rel_name(seq)
+        ),
     )
     .set_detail(format!(
         "{command} with {} would let the sequence hand out its own small values again.",
         option.to_uppercase()
     ))
-    .set_hint(format!("Unregister it first: SELECT snowflake_sequence_unregister('{name}');"))
+    .set_hint(format!(
+        "Unregister it first: SELECT snowflake_sequence_unregister({});",
+        names::literal(&names::qualified(seq))
+    ))
     .raise(PgLogLevel::ERROR);
 }
 

@@ -360,6 +360,11 @@ mod tests {
         Spi::run("CREATE SEQUENCE seq_outsiders.own; SELECT snowflake_sequence_register('seq_outsiders.own')").unwrap();
         assert_pg_error(
             "UPDATE snowflake_sequence_registry SET seq = 'seq_outsiders.own' WHERE seq = 'seq_private'::regclass",
+            "0A000",
+            "the sequence of a registration cannot be changed",
+        );
+        assert_pg_error(
+            "DELETE FROM snowflake_sequence_registry WHERE seq = 'seq_private'::regclass",
             "42501",
             "must be owner of sequence",
         );
@@ -368,14 +373,18 @@ mod tests {
             "42501",
             "permission denied to raise the snowflake ID floor",
         );
-        // Nor may a row go in by hand without what registering checks.
-        Spi::run("CREATE SEQUENCE seq_outsiders.unfenced").unwrap();
-        assert_error(
-            "INSERT INTO snowflake_sequence_registry (seq, block_mode, native_max, native_cycle)
-             VALUES ('seq_outsiders.unfenced', 'either', 100, false)",
-            "55000",
-            "is not fenced",
+        // A row put in by hand is a registration: checked, and fenced.
+        Spi::run(
+            "CREATE SEQUENCE seq_outsiders.by_hand;
+             INSERT INTO snowflake_sequence_registry (seq, block_mode, native_max, native_cycle)
+             VALUES ('seq_outsiders.by_hand', 'either', 100, false)",
+        )
+        .unwrap();
+        let fence = one::<bool>(
+            "SELECT s.seqmax = (SELECT last_value FROM seq_outsiders.by_hand) AND NOT s.seqcycle
+             FROM pg_sequence s WHERE s.seqrelid = 'seq_outsiders.by_hand'::regclass",
         );
+        assert!(fence, "a row inserted by hand fences its sequence");
         // Blocks need the right to generate in bulk.
         Spi::run("CREATE SEQUENCE seq_outsiders.pooled INCREMENT BY 50").unwrap();
         assert_error(
