@@ -34,7 +34,7 @@ fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
 #[test]
 fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
-    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"]
+    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0"]
         .map(|old| install_extension_file(&sql.join(format!("snowflake_id--{old}.sql"))));
     let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
@@ -44,7 +44,7 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let installed: String = fresh.query_one(SURFACE, &[]).unwrap().get(0);
     let members: String = fresh.query_one(MEMBERS, &[]).unwrap().get(0);
 
-    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"] {
+    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0"] {
         let db = format!("from_{}", old.replace('.', "_"));
         c.connect().batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
         let mut s = connect_to(&c, &db);
@@ -76,7 +76,44 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
             .unwrap();
         }
 
+        // Sequences registered by 0.6.0, a serial and a pooled one, with a
+        // session's plan of each made before the update.
+        let registered = old == "0.6.0";
+        let mut planned = connect_to(&c, &db);
+        if registered {
+            s.batch_execute(
+                "CREATE TABLE reg (id bigserial PRIMARY KEY, v int); SELECT snowflake_sequence_register_table('reg');
+                 CREATE SEQUENCE pooled INCREMENT BY 50; SELECT snowflake_sequence_register('pooled', 'high');
+                 INSERT INTO reg (v) VALUES (1);",
+            )
+            .unwrap();
+            planned.batch_execute("PREPARE ins AS INSERT INTO reg (v) VALUES (2) RETURNING id").unwrap();
+        }
         s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+        if registered {
+            let before: i64 = s.query_one("SELECT max(id) FROM reg", &[]).unwrap().get(0);
+            let prepared: i64 = planned.query_one("EXECUTE ins", &[]).unwrap().get(0);
+            let pooled: i64 = s.query_one("SELECT nextval('pooled')", &[]).unwrap().get(0);
+            let registry: Vec<String> = s
+                .query("SELECT sequence::text FROM snowflake_sequences ORDER BY 1", &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            assert_eq!(registry, ["pooled", "reg_id_seq"], "registrations kept by the update");
+            assert!(prepared > before && pooled > before, "snowflake IDs above those of 0.6.0");
+            s.batch_execute("CREATE TABLE chk (a int CHECK (nextval('reg_id_seq') > 0))").unwrap();
+            let e = s.batch_execute("INSERT INTO chk VALUES (1)").expect_err("the fence stays");
+            assert_eq!(e.code().map(|c| c.code()), Some("2200H"));
+            s.batch_execute("SELECT snowflake_sequence_unregister('reg_id_seq')").unwrap();
+            let native: Vec<i64> = s
+                .query("INSERT INTO reg (v) VALUES (3), (4) RETURNING id", &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            assert!(native[0] > prepared && native[1] == native[0] + 1, "native above the IDs: {native:?}");
+        }
         if guarded {
             let row = s
                 .query_one(
