@@ -95,14 +95,14 @@ class Server:
                        check=True, stdout=subprocess.DEVNULL)
         run(as_postgres([f"{self.bindir}/pg_ctl", "start", "-w", "-D", self.data, "-l", f"{self.dir}/server.log"]))
 
-    def psql(self, script):
+    def psql(self, script, db="postgres"):
         cmd = as_postgres([f"{self.bindir}/psql", "-h", self.dir, "-p", str(self.port), "-U", "postgres",
-                           "-d", "postgres", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
+                           "-d", db, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
         return subprocess.run(cmd, input=script, text=True, check=True, capture_output=True).stdout
 
-    def timings(self, queries):
+    def timings(self, queries, db="postgres"):
         """Runs the queries in one session and returns each one's time in ms."""
-        out = self.psql("\\timing on\n" + "".join(q.rstrip(";") + ";\n" for q in queries))
+        out = self.psql("\\timing on\n" + "".join(q.rstrip(";") + ";\n" for q in queries), db)
         times = [float(t) for t in re.findall(r"^Time: ([0-9.]+) ms", out, re.M)]
         assert len(times) == len(queries), out
         return times
@@ -127,11 +127,13 @@ class Server:
         p99 = latencies[int(len(latencies) * 0.99)] / 1000.0 if latencies else float("nan")
         return tps, p99
 
-    def pgbench_builtin(self, args, clients, seconds):
-        """A built-in pgbench script (args such as ["-S", "-M", "simple"]): transactions per second."""
+    def pgbench_builtin(self, args, clients, seconds, db="postgres"):
+        """A built-in pgbench script (args such as ["-S", "-M", "simple"]): transactions per second
+        (with -C, a connection per transaction, their connection times included)."""
         out = run(as_postgres([f"{self.bindir}/pgbench", "-h", self.dir, "-p", str(self.port), "-U", "postgres",
-                               "-n", *args, "-c", str(clients), "-T", str(seconds), "postgres"])).stdout
-        return float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out).group(1))
+                               "-n", *args, "-c", str(clients), "-T", str(seconds), db])).stdout
+        return float(re.search(r"tps = ([0-9.]+) \((?:without initial connection time|including reconnection times)\)",
+                               out).group(1))
 
     def stop(self):
         subprocess.run(as_postgres([f"{self.bindir}/pg_ctl", "stop", "-w", "-m", "fast", "-D", self.data]),
