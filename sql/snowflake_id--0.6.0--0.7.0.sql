@@ -20,9 +20,52 @@ DROP FUNCTION snowflake_sequence_invalidate(oid);
 CREATE OR REPLACE FUNCTION snowflake_sequence_register(seq regclass, block_mode text DEFAULT 'either') RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_register';
+CREATE FUNCTION snowflake_sequence_register_all(seqs regclass[], block_mode text DEFAULT 'either') RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_register_all';
 CREATE OR REPLACE FUNCTION snowflake_sequence_unregister(seq regclass) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_unregister';
+
+-- Several sequences registered together: one wait, and their locks taken all at once.
+CREATE OR REPLACE FUNCTION snowflake_sequence_register_table(tbl regclass, block_mode text DEFAULT 'either')
+RETURNS SETOF regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seqs regclass[];
+BEGIN
+    seqs := ARRAY(
+        SELECT DISTINCT d.objid::regclass FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+        WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+          AND d.refobjid = tbl AND d.deptype IN ('a', 'i') AND c.relkind = 'S'
+        ORDER BY 1);
+    PERFORM @extschema@.snowflake_sequence_register_all(seqs, block_mode);
+    RETURN QUERY SELECT unnest(seqs);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_sequence_register_schema(schema_name name, block_mode text DEFAULT 'either')
+RETURNS SETOF regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seqs regclass[];
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = schema_name) THEN
+        RAISE EXCEPTION 'schema "%" does not exist', schema_name USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    seqs := ARRAY(
+        SELECT c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = schema_name AND c.relkind = 'S'
+          AND NOT EXISTS (SELECT FROM @extschema@.snowflake_sequence_registry r WHERE r.seq = c.oid)
+        ORDER BY 1);
+    PERFORM @extschema@.snowflake_sequence_register_all(seqs, block_mode);
+    RETURN QUERY SELECT unnest(seqs);
+END
+$$;
 
 CREATE FUNCTION snowflake_sequence_registry_check() RETURNS trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_registry_check';

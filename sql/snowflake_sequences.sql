@@ -62,27 +62,25 @@ CREATE EVENT TRIGGER snowflake_sequence_dropped ON sql_drop
 ALTER EVENT TRIGGER snowflake_sequence_dropped ENABLE ALWAYS;
 
 -- Every sequence a table's columns own (serial, bigserial, identity), or
--- every sequence of a schema; all or none: one that cannot hold snowflake
--- IDs stops the call with the error snowflake_sequence_register gives.
--- Registrations in one transaction wait once for the transactions that
--- began before them.
+-- every sequence of a schema, registered together (snowflake_sequence_register_all):
+-- all or none, one wait for the transactions that began before,
+-- and no deadlock with clients that use them in any order. One that cannot
+-- hold snowflake IDs stops the call with the error it gives.
 CREATE FUNCTION snowflake_sequence_register_table(tbl regclass, block_mode text DEFAULT 'either')
 RETURNS SETOF regclass
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    seq regclass;
+    seqs regclass[];
 BEGIN
-    FOR seq IN
+    seqs := ARRAY(
         SELECT DISTINCT d.objid::regclass FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
         WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
           AND d.refobjid = tbl AND d.deptype IN ('a', 'i') AND c.relkind = 'S'
-        ORDER BY 1
-    LOOP
-        PERFORM @extschema@.snowflake_sequence_register(seq, block_mode);
-        RETURN NEXT seq;
-    END LOOP;
+        ORDER BY 1);
+    PERFORM @extschema@.snowflake_sequence_register_all(seqs, block_mode);
+    RETURN QUERY SELECT unnest(seqs);
 END
 $$;
 
@@ -92,20 +90,18 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    seq regclass;
+    seqs regclass[];
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = schema_name) THEN
         RAISE EXCEPTION 'schema "%" does not exist', schema_name USING ERRCODE = 'invalid_schema_name';
     END IF;
-    FOR seq IN
+    seqs := ARRAY(
         SELECT c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = schema_name AND c.relkind = 'S'
           AND NOT EXISTS (SELECT FROM @extschema@.snowflake_sequence_registry r WHERE r.seq = c.oid)
-        ORDER BY 1
-    LOOP
-        PERFORM @extschema@.snowflake_sequence_register(seq, block_mode);
-        RETURN NEXT seq;
-    END LOOP;
+        ORDER BY 1);
+    PERFORM @extschema@.snowflake_sequence_register_all(seqs, block_mode);
+    RETURN QUERY SELECT unnest(seqs);
 END
 $$;
 

@@ -33,7 +33,7 @@ use pgrx::PgBox;
 
 use pgrx::prelude::*;
 
-use super::{names, parameters, privileged, registry, rewrite};
+use super::{names, parameters, privileged, rewrite};
 
 /// Columns given their domain's default for a table rewrite, whose default
 /// is to be dropped after the statement.
@@ -54,7 +54,7 @@ pub unsafe fn prepare(stmt: *mut pg_sys::AlterTableStmt, query_string: *const c_
     // SAFETY: the caller's contract; the tags say which struct each node is.
     unsafe {
         let cmds = (*stmt).cmds;
-        if cmds.is_null() || !evaluates_expressions(cmds) || !registry::route_all() {
+        if cmds.is_null() || !evaluates_expressions(cmds) || !rewrite::routing() {
             return None;
         }
         // PostgreSQL's own lookup and lock, with its checks; taken again by

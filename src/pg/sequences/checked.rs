@@ -25,9 +25,12 @@ use crate::pg::ffi;
 pub enum Caller {
     /// `nextval(seq)`: USAGE or UPDATE on the sequence.
     Nextval,
-    /// An identity column's default: INSERT or UPDATE on its column, or
-    /// USAGE on the sequence.
+    /// An identity column's default, called directly: INSERT or UPDATE on
+    /// its column, or USAGE on the sequence.
     Identity,
+    /// An identity column's default in a planned statement: the statement's
+    /// own check has run (none of the sequence's, as natively).
+    Default,
 }
 
 /// How a sequence is served in this transaction.

@@ -26,8 +26,11 @@ pub fn snowflake_sequence_resume_value() -> i64 {
     resume_value()
 }
 
-/// 0.6.0's `snowflake_sequence_invalidate(oid)`.
+/// 0.6.0's `snowflake_sequence_invalidate(oid)`, which its registry's
+/// trigger calls for each row it lets through: a registration's fence,
+/// set by 0.6.0's SQL, is noted as holding (see [`fence::verified`]).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 pub fn snowflake_sequence_invalidate(seq: Oid) {
     fence::invalidate(seq);
+    fence::verified_if_at_fence(seq);
 }

@@ -23,8 +23,8 @@ use pgrx::pg_sys::{self, Node};
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgTupleDesc};
 
-use super::rewrite;
 use super::statement::{option_names, relation_oid};
+use super::{parameters, rewrite};
 use crate::pg::error::{self, Raise};
 use crate::pg::ffi;
 
@@ -37,9 +37,11 @@ pub enum Plan {
 }
 
 /// Whether `stmt` is a COPY FROM into a table that fills a default calling
-/// a sequence function our functions serve. Refuses it where this hook
-/// cannot run it (`last_hook` is false: another library's utility hook runs
-/// after ours).
+/// a sequence function our functions serve, or whose WHERE clause calls
+/// one. Where this hook cannot run it (`last_hook` is false: another
+/// library's utility hook runs after ours), PostgreSQL runs it, and it is
+/// refused only where the native calls would be wrong (a registered
+/// sequence's, [`rewrite::needs_ours`]).
 ///
 /// # Safety
 /// `stmt` is a CopyStmt; called in a live transaction.
@@ -56,26 +58,53 @@ pub unsafe fn plan(stmt: *mut pg_sys::CopyStmt, last_hook: bool) -> Plan {
         }
         // The lock COPY FROM takes, taken a little earlier.
         let Some(table) = relation_oid((*stmt).relation, pg_sys::RowExclusiveLock) else { return Plan::Native };
+        let filtered = parameters::names_a_sequence_call_in((*stmt).whereClause) && rewrite::routing();
+        let test = if last_hook { rewrite::served } else { rewrite::needs_ours };
         let rel = pg_sys::table_open(table, pg_sys::NoLock as _);
-        let column = served_default(rel, (*stmt).attlist, takes_default_option((*stmt).options));
+        let column = served_default(rel, (*stmt).attlist, takes_default_option((*stmt).options), test);
+        let filter_needs_ours = filtered && !last_hook && {
+            // Analysed as run() would, in a parse state of its own.
+            let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
+            let nsitem = pg_sys::addRangeTableEntryForRelation(
+                pstate,
+                rel,
+                pg_sys::RowExclusiveLock as _,
+                std::ptr::null_mut(),
+                false,
+                false,
+            );
+            let clause = where_clause(pstate, nsitem, rel, pg_sys::copyObjectImpl((*stmt).whereClause.cast()).cast());
+            pg_sys::free_parsestate(pstate);
+            rewrite::needs_ours(clause)
+        };
         pg_sys::table_close(rel, pg_sys::NoLock as _);
-        let Some(column) = column else { return Plan::Native };
-        if !last_hook {
-            refuse(table, &column);
+        match (column, last_hook) {
+            (Some(column), false) => refuse(
+                table,
+                &format!("cannot fill column \"{column}\""),
+                ", or name the column in COPY and fill it with snowflake_sequence_nextval()",
+            ),
+            (None, false) if filter_needs_ours => refuse(table, "cannot filter with a sequence function", ""),
+            (None, _) if !filtered => Plan::Native,
+            (_, false) => Plan::Native,
+            (_, true) => Plan::Serve(table),
         }
-        Plan::Serve(table)
     }
 }
 
-/// The first column this COPY may fill with its default whose default our
-/// functions serve (a registered sequence's nextval or identity default,
-/// or currval, lastval or a call decided at run time): a column left out of
-/// `attlist`, or any column when the DEFAULT option lets the data ask for
-/// its default.
+/// The first column this COPY may fill with its default whose default
+/// passes `test` ([`rewrite::served`] or [`rewrite::needs_ours`]): a column
+/// left out of `attlist`, or any column when the DEFAULT option lets the
+/// data ask for its default.
 ///
 /// # Safety
 /// `rel` is open; `attlist` is COPY's list of column names, or NULL.
-unsafe fn served_default(rel: pg_sys::Relation, attlist: *mut pg_sys::List, any_column: bool) -> Option<String> {
+unsafe fn served_default(
+    rel: pg_sys::Relation,
+    attlist: *mut pg_sys::List,
+    any_column: bool,
+    test: unsafe fn(*mut Node) -> bool,
+) -> Option<String> {
     if attlist.is_null() && !any_column {
         return None;
     }
@@ -91,7 +120,7 @@ unsafe fn served_default(rel: pg_sys::Relation, attlist: *mut pg_sys::List, any_
             // An identity default as built for this table (a partition's
             // is its parent's sequence), or the default stored.
             let default = pg_sys::build_column_default(rel, attnum.into());
-            if !default.is_null() && rewrite::served(default) {
+            if !default.is_null() && test(default) {
                 return Some(CStr::from_ptr(att.attname.data.as_ptr()).to_string_lossy().into_owned());
             }
         }
@@ -109,22 +138,16 @@ unsafe fn takes_default_option(options: *mut pg_sys::List) -> bool {
     unsafe { option_names(options) }.iter().any(|o| o == "default")
 }
 
-fn refuse(table: pg_sys::Oid, column: &str) -> ! {
+fn refuse(table: pg_sys::Oid, what: &str, or: &str) -> ! {
     let table = super::nextval::rel_name(table);
-    error::new(
-        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("COPY FROM into table \"{table}\" cannot fill column \"{column}\" here"),
-    )
-    .set_detail(
-        "The column's default calls a sequence registered with snowflake_id. snowflake_id runs such a COPY \
-         itself, which it does only when no other library's utility hook would run after its own: a library \
-         listed before snowflake_id in shared_preload_libraries has one.",
-    )
-    .set_hint(
-        "List snowflake_id first in shared_preload_libraries and restart, or name the column in COPY \
-         and fill it with snowflake_sequence_nextval().",
-    )
-    .raise(PgLogLevel::ERROR)
+    error::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("COPY FROM into table \"{table}\" {what} here"))
+        .set_detail(
+            "It calls a sequence registered with snowflake_id. snowflake_id runs such a COPY itself, which it \
+         does only when no other library's utility hook would run after its own: a library listed before \
+         snowflake_id in shared_preload_libraries has one.",
+        )
+        .set_hint(format!("List snowflake_id first in shared_preload_libraries and restart{or}."))
+        .raise(PgLogLevel::ERROR)
 }
 
 /// Runs COPY FROM as `DoCopy` does, with our functions in the defaults.
@@ -158,7 +181,7 @@ pub unsafe fn run(
         let where_clause = if (*stmt).whereClause.is_null() {
             std::ptr::null_mut()
         } else {
-            where_clause(pstate, nsitem, rel, (*stmt).whereClause)
+            rewrite::rewrite_expression(where_clause(pstate, nsitem, rel, (*stmt).whereClause))
         };
         check_insert_privilege(pstate, nsitem, rel, (*stmt).attlist);
         if pg_sys::check_enable_rls((*rel).rd_id, pg_sys::InvalidOid, false)

@@ -4,16 +4,26 @@
 //! worker fills) fails at native nextval instead of returning a small
 //! number. Set under the sequence's lock, after the registration protocol
 //! ([`super::in_progress`]); kept where something resets the sequence (a
-//! TRUNCATE ... RESTART IDENTITY, a restore's SEQUENCE SET).
+//! TRUNCATE ... RESTART IDENTITY, a setval). A restored registration finds
+//! its fence in the MAXVALUE its dump gave the sequence.
+//!
+//! Some resets pass no hook: a logical replication apply worker replays a
+//! TRUNCATE ... RESTART IDENTITY with PostgreSQL's own functions. So every
+//! transaction checks, before it commits, each registered sequence whose
+//! storage it rewrote after the last time this code saw its fence hold (it
+//! notes the storage then: [`verified`]): a fence reset before any native
+//! value was handed out is set again; one that handed out native values
+//! since fails the transaction, as the fence would have failed the call.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::registry::Installed;
-use super::{in_progress, names, privileged};
+use super::registry::{self, Installed};
+use super::{handed, in_progress, names, privileged};
 use crate::pg::error::{self, Raise};
 
 /// What a fence replaces, kept in the registry: the sequence's MAXVALUE and
@@ -61,12 +71,44 @@ pub fn options(seq: Oid) -> Option<Options> {
 }
 
 /// Runs the registration protocol, then takes the lock ALTER SEQUENCE takes
-/// on `seq`, held to the transaction's end: nextval (native, or ours) waits
-/// for it, and what is read after it cannot move.
-pub fn lock(seq: Oid, installed: &Installed) {
+/// on each of `seqs`, held to the transaction's end: nextval (native, or
+/// ours) waits for it, and what is read after it cannot move. All at once:
+/// the locks are tried without waiting, and where one is taken, those held
+/// are given back and that one is waited for alone, then all tried again.
+/// So a registration never holds one sequence while it waits for another,
+/// which a client using them in the other order would hold (a deadlock).
+pub fn lock(seqs: &[Oid], installed: &Installed) {
     in_progress::begin(installed.extension, installed.table);
-    // SAFETY: a heavyweight lock on a relation, released at transaction end.
-    unsafe { pg_sys::LockRelationOid(seq, pg_sys::ShareRowExclusiveLock as _) };
+    let mode = pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE;
+    let mut first: Option<usize> = None;
+    loop {
+        let mut held = Vec::with_capacity(seqs.len());
+        // SAFETY: heavyweight locks on relations; one waited for, the
+        // others only tried, and those given back were taken here.
+        unsafe {
+            if let Some(i) = first {
+                pg_sys::LockRelationOid(seqs[i], mode);
+                held.push(i);
+            }
+            let mut busy = None;
+            for j in (0..seqs.len()).filter(|j| Some(*j) != first) {
+                if !pg_sys::ConditionalLockRelationOid(seqs[j], mode) {
+                    busy = Some(j);
+                    break;
+                }
+                held.push(j);
+            }
+            match busy {
+                None => return,
+                Some(j) => {
+                    for i in held {
+                        pg_sys::UnlockRelationOid(seqs[i], mode);
+                    }
+                    first = Some(j);
+                }
+            }
+        }
+    }
 }
 
 /// Sets the fence on `seq`, locked by [`lock`]; returns what it replaces.
@@ -77,6 +119,7 @@ pub fn set(seq: Oid) -> Replaced {
     let at_max = called && last == options.max && !options.cycle;
     let replaced = Replaced { max: options.max, cycle: options.cycle, at_max };
     if at_max {
+        verified(seq);
         return replaced;
     }
     // MAXVALUE must lie above MINVALUE, at a value nextval handed out: a
@@ -89,7 +132,152 @@ pub fn set(seq: Oid) -> Replaced {
     }
     alter(seq, fence, false);
     invalidate(seq);
+    verified(seq);
     replaced
+}
+
+pub fn init() {
+    // SAFETY: registering a callback from _PG_init, in the postmaster; every
+    // backend inherits it.
+    unsafe { pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut()) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => check_rewritten(),
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
+            registry::take_touched();
+            // SAFETY: see VERIFIED.
+            unsafe { VERIFIED = None };
+        }
+        _ => {}
+    }
+}
+
+// SAFETY (for VERIFIED): a backend runs one thread.
+/// The storage (relfilenode) each registered sequence had when this
+/// transaction last saw its fence hold, by setting it or by a statement the
+/// utility hook let through.
+static mut VERIFIED: Option<HashMap<Oid, Oid>> = None;
+
+/// Notes that `seq`'s fence holds with the storage it has now.
+pub fn verified(seq: Oid) {
+    let Some(storage) = storage(seq) else { return };
+    // SAFETY: see VERIFIED.
+    unsafe { (*std::ptr::addr_of_mut!(VERIFIED)).get_or_insert_with(HashMap::new).insert(seq, storage) };
+}
+
+/// After a statement the utility hook let through: a registered sequence
+/// it rewrote (ALTER SEQUENCE of options the fence does not hold, SET
+/// LOGGED or UNLOGGED) and left at its fence keeps it. Such a statement
+/// hands out no native value (sequence calls in it are ours), unlike the
+/// transaction a logical replication apply worker replays, which no hook
+/// sees and [`check_rewritten`] judges.
+pub fn verify_rewritten() {
+    // SAFETY: in a live transaction; the statement's own invalidations are
+    // taken in (a no-op where it wrote nothing), so that the relations it
+    // rewrote are among those touched.
+    unsafe { pg_sys::CommandCounterIncrement() };
+    // SAFETY: see VERIFIED.
+    let verified = |seq: Oid| unsafe { (*std::ptr::addr_of!(VERIFIED)).as_ref().and_then(|v| v.get(&seq).copied()) };
+    // SAFETY: a catalog lookup.
+    let sequence = |rel: Oid| unsafe { pg_sys::get_rel_relkind(rel) } == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char;
+    // The registry is read last: most statements rewrite no sequence.
+    for seq in registry::take_newly_touched() {
+        if sequence(seq) && rewritten_here(seq) && verified(seq) != storage(seq) && registry::lookup(seq).is_some() {
+            verified_if_at_fence(seq);
+        }
+    }
+}
+
+/// Notes that `seq`'s fence holds where it stands at it (set by other code:
+/// 0.6.0's SQL, until the update).
+pub fn verified_if_at_fence(seq: Oid) {
+    let Some(options) = options(seq) else { return };
+    if !options.cycle && value(seq) == (options.max, true) {
+        verified(seq);
+    }
+}
+
+/// A relation's relfilenode, from the catalog cache.
+fn storage(rel: Oid) -> Option<Oid> {
+    // SAFETY: a syscache lookup, released here.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as _, rel.into());
+        if tuple.is_null() {
+            return None;
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tuple);
+        let storage = (*form).relfilenode;
+        pg_sys::ReleaseSysCache(tuple);
+        Some(storage)
+    }
+}
+
+/// Before a commit: each registered sequence whose storage this transaction
+/// rewrote after its fence was last seen to hold keeps its fence, or the
+/// transaction fails.
+fn check_rewritten() {
+    // SAFETY: see VERIFIED.
+    let verified = unsafe { (*std::ptr::addr_of_mut!(VERIFIED)).take() }.unwrap_or_default();
+    for seq in registry::take_touched() {
+        // SAFETY: catalog lookups.
+        if unsafe { pg_sys::get_rel_relkind(seq) } != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char
+            || !rewritten_here(seq)
+            || verified.get(&seq).is_some_and(|v| Some(*v) == storage(seq))
+            || registry::lookup(seq).is_none()
+        {
+            continue;
+        }
+        let Some(options) = options(seq) else { continue };
+        let (last, called) = value(seq);
+        if !called && !options.cycle {
+            // Reset, and nothing handed out since: the fence again.
+            native_setval(seq, options.max);
+            continue;
+        }
+        error::new(
+            PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+            format!(
+                "sequence \"{}\" registered with snowflake_id handed out native values after it was reset",
+                names::regclass_name(seq)
+            ),
+        )
+        .set_detail(format!(
+            "Something rewrote it with no hook of snowflake_id's seeing it (such as a TRUNCATE ... RESTART \
+             IDENTITY that logical replication replays), and this transaction took values from it after; it is at \
+             {last}, its fence at {}.",
+            options.max
+        ))
+        .set_hint(
+            "Replicate TRUNCATE without RESTART IDENTITY to this server, or unregister the sequence here; a \
+             transaction that takes no value between the reset and its commit gets the fence back by itself.",
+        )
+        .raise(PgLogLevel::ERROR);
+    }
+}
+
+/// Whether this transaction gave `seq` new storage (a rewrite: ALTER
+/// SEQUENCE, a reset).
+fn rewritten_here(seq: Oid) -> bool {
+    // SAFETY: a relcache entry opened and closed here; the field says in
+    // which subtransaction the relation first got new storage, if in this
+    // transaction.
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(seq);
+        if rel.is_null() {
+            return false;
+        }
+        #[cfg(feature = "pg15")]
+        let first = (*rel).rd_firstRelfilenodeSubid;
+        #[cfg(not(feature = "pg15"))]
+        let first = (*rel).rd_firstRelfilelocatorSubid;
+        pg_sys::RelationClose(rel);
+        // InvalidSubTransactionId is 0.
+        first != 0
+    }
 }
 
 /// Sets a registered sequence's value back to its fence where something
@@ -104,6 +292,7 @@ pub fn keep(seq: Oid) {
     if !called || last != options.max {
         setval(seq, options.max);
     }
+    verified(seq);
 }
 
 /// Lifts the fence of `seq`: its MAXVALUE and CYCLE back to `replaced`'s.
@@ -112,20 +301,37 @@ pub fn lift(seq: Oid, max: i64, cycle: bool) {
     invalidate(seq);
 }
 
-/// The sequence's `last_value` and `is_called`, read as its owner would.
-fn value(seq: Oid) -> (i64, bool) {
+/// Sets a sequence whose fence was lifted to count on natively above
+/// `value` (which it hands out as taken).
+pub fn continue_above(seq: Oid, value: i64) {
+    setval(seq, value);
+}
+
+/// The sequence's `last_value` and `is_called`, read as its owner would,
+/// also where no query runs (a commit): with a snapshot of its own (a
+/// sequence's tuple is no MVCC data: any snapshot reads its latest state).
+pub fn value(seq: Oid) -> (i64, bool) {
     let query = format!("SELECT last_value, is_called FROM {}", names::qualified(seq));
-    privileged::run(|| {
-        Spi::get_two::<i64, bool>(&query)
-            .ok()
-            .and_then(|(last, called)| Some((last?, called?)))
-            .unwrap_or_else(|| gone(seq))
-    })
+    // SAFETY: a snapshot pushed here and popped below (or by the abort on
+    // an ERROR), in a live transaction.
+    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
+    let read =
+        privileged::run(|| Spi::get_two::<i64, bool>(&query).ok().and_then(|(last, called)| Some((last?, called?))));
+    // SAFETY: as above.
+    unsafe { pg_sys::PopActiveSnapshot() };
+    read.unwrap_or_else(|| gone(seq))
 }
 
 /// Native `setval(seq, value, true)`, as the bootstrap superuser: the
-/// registration decided already who may do this.
+/// registration decided already who may do this. It keeps what this
+/// session's currval and lastval answered ([`handed::preserving`]).
 fn setval(seq: Oid, value: i64) {
+    handed::preserving(seq, || native_setval(seq, value));
+}
+
+/// [`setval`], where this session's currval no longer matters (a commit:
+/// no subtransaction may begin there).
+fn native_setval(seq: Oid, value: i64) {
     privileged::run(|| {
         // SAFETY: native setval with arguments of its types.
         unsafe {

@@ -9,9 +9,10 @@
 //!    (this database, the extension, sub-ID 1), held to the transaction's
 //!    end (by the top transaction: a subtransaction's abort keeps it).
 //! 2. **Publish**: a relcache invalidation of every relation of this
-//!    database, sent at once, not at commit. Each backend takes it in at its
-//!    next transaction start (or lock): it drops its cached plans and its
-//!    registry cache, and reading the registry again sees the signal
+//!    database and a reset of every cached plan, sent at once, not at
+//!    commit. Each backend takes them in at its next transaction start (or
+//!    lock): it drops its cached plans and its registry cache, and reading
+//!    the registry again sees the signal
 //!    ([`seen`]). While a registration is in progress every call of a
 //!    sequence function is planned through our functions, which serve a
 //!    sequence natively until its registration has committed (their lock on
@@ -117,24 +118,38 @@ pub fn replan_at_commit() {
     unsafe { REPLAN = Some(local_transaction()) };
 }
 
-/// Sends a relcache invalidation of `relation` (every relation when
-/// invalid) in this database to every backend now, not at commit.
+/// Sends a relcache invalidation of `relation` at once, not at commit, to
+/// every backend of this database. For every relation (an invalid OID) it
+/// also resets every cached plan: a plan that names no relation (`nextval($1)`
+/// in a generic plan, or a PL/pgSQL function's dynamic call) is not dropped
+/// by any relcache invalidation, so a flush of pg_namespace's catalog cache
+/// goes with it, which PostgreSQL answers by dropping every cached plan.
 fn publish(relation: Oid) {
-    // SAFETY: a message built as PostgreSQL's inval.c builds one, put into
+    // SAFETY: messages built as PostgreSQL's inval.c builds them, put into
     // the shared invalidation queue; MyDatabaseId is this backend's database.
     unsafe {
-        let mut message = pg_sys::SharedInvalidationMessage { id: 0 };
-        message.rc = pg_sys::SharedInvalRelcacheMsg {
+        let mut relcache = pg_sys::SharedInvalidationMessage { id: 0 };
+        relcache.rc = pg_sys::SharedInvalRelcacheMsg {
             id: pg_sys::SHAREDINVALRELCACHE_ID as _,
             dbId: pg_sys::MyDatabaseId,
             relId: relation,
         };
-        pg_sys::SendSharedInvalidMessages(&message, 1);
+        let mut plans = pg_sys::SharedInvalidationMessage { id: 0 };
+        plans.cat = pg_sys::SharedInvalCatalogMsg {
+            id: pg_sys::SHAREDINVALCATALOG_ID as _,
+            dbId: pg_sys::MyDatabaseId,
+            catId: pg_sys::NamespaceRelationId,
+        };
+        let messages = [relcache, plans];
+        let count = if relation == pg_sys::InvalidOid { 2 } else { 1 };
+        pg_sys::SendSharedInvalidMessages(messages.as_ptr(), count);
     }
 }
 
 /// Waits for every transaction of this database running now, but those
-/// registering (which hold `tag`), VACUUM and this one.
+/// registering (which hold `tag`), VACUUM, prepared transactions (which run
+/// no statement any more; one that called nextval holds a lock the fence's
+/// waits for) and this one.
 fn wait_for_older_transactions(tag: &pg_sys::LOCKTAG) {
     // SAFETY: looks at the proc array and the lock table; both results are
     // palloc'd arrays of `count` entries. Each wait is a heavyweight lock
@@ -153,7 +168,9 @@ fn wait_for_older_transactions(tag: &pg_sys::LOCKTAG) {
         let others: Vec<(i32, u32)> = (0..registering as usize).map(|i| vxid_parts(&*others.add(i))).collect();
         for i in 0..running as usize {
             let vxid = *vxids.add(i);
-            if !others.contains(&vxid_parts(&vxid)) {
+            let mut more = false;
+            let prepared = pg_sys::TwoPhaseGetXidByVirtualXID(vxid, &mut more) != pg_sys::InvalidTransactionId;
+            if !prepared && !others.contains(&vxid_parts(&vxid)) {
                 pg_sys::VirtualXactLock(vxid, true);
             }
         }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
-use super::{registry, rewrite};
+use super::{handed, registry, rewrite};
 
 static mut PREVIOUS: pg_sys::needs_fmgr_hook_type = None;
 
@@ -56,7 +56,7 @@ unsafe extern "C-unwind" fn needs_hook(function: Oid) -> bool {
         }
     }
     // What the registry says first: where nothing is routed, nothing is looked up.
-    let routed = registry::loaded().map(|(routed, _)| routed);
+    let routed = registry::loaded().map(|(routed, _)| routed || handed::kept());
     if routed == Some(false) || (routed.is_none() && !rewrite::planning()) {
         return false;
     }
@@ -72,7 +72,7 @@ unsafe extern "C-unwind" fn needs_hook(function: Oid) -> bool {
             }
         }
     };
-    names && (routed == Some(true) || registry::route_all())
+    names && (routed == Some(true) || handed::kept() || registry::route_all())
 }
 
 /// Calls the needs_fmgr_hook another library installed before ours.

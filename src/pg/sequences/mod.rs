@@ -15,6 +15,7 @@
 //! - [`inline`]: SQL functions that call sequence functions are not inlined;
 //! - [`nextval`]: those functions, with native nextval's checks;
 //! - [`checked`]: what those checks found, kept for the transaction;
+//! - [`handed`]: what currval and lastval answer where native ones cannot;
 //! - [`parameters`]: EXECUTE's parameters and table rewrites call our functions;
 //! - [`utility`]: DDL is decided after its lock: what would open a fence is
 //!   refused, a TRUNCATE that restarts a sequence gets its fence back;
@@ -33,6 +34,7 @@ mod checked;
 mod compat;
 mod copy;
 mod fence;
+mod handed;
 mod hint;
 mod in_progress;
 mod inline;
@@ -55,6 +57,7 @@ pgrx::extension_sql_file!(
 pub fn init() {
     registry::init();
     in_progress::init();
+    fence::init();
     checked::init();
     inline::init();
     hint::init();

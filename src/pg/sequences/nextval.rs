@@ -6,7 +6,6 @@
 //! way. Every function that advances a sequence checks the caller's rights
 //! as PostgreSQL does.
 
-use std::collections::HashMap;
 use std::ffi::CStr;
 
 use pgrx::pg_sys::{self, Oid};
@@ -14,7 +13,7 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::checked::{self, Caller, Served};
-use super::{fence, registry};
+use super::{fence, handed, registry};
 use crate::pg::error::{self, ErrorReport, Raise};
 use crate::pg::{ffi, floor, generate, settings, shmem};
 use crate::snowflake::block::{BlockError, BlockPlan, Convention};
@@ -56,15 +55,20 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_nextval(fcinfo: pg_sys::Funct
 /// As [`snowflake_sequence_nextval`], for an identity column's default. Native
 /// PostgreSQL serves one without a privilege check on the sequence: the
 /// statement's right to insert into (or update) the column is checked
-/// instead. This function, which any role may call, checks that right, or
-/// USAGE on the sequence, so it lets no role advance a sequence it could
-/// not advance natively.
+/// instead, as the table's (or a view's) owner governs it. Where the planner
+/// hook put this call in a statement's plan (it marks it,
+/// [`IDENTITY_DEFAULT`]) that check has run; called any other way
+/// (any role may call it), it checks the column's right on the table the
+/// sequence feeds, or USAGE on the sequence, so it lets no role advance a
+/// sequence it could not advance natively.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_sequence_nextval_identity(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: as above.
     let seq = unsafe { pgrx::fcinfo::pg_getarg::<Oid>(fcinfo, 0) }.unwrap_or(pg_sys::InvalidOid);
-    pg_sys::Datum::from(next_value(seq, Caller::Identity))
+    // SAFETY: as above.
+    let caller = if unsafe { planned_identity_default(fcinfo) } { Caller::Default } else { Caller::Identity };
+    pg_sys::Datum::from(next_value(seq, caller))
 }
 
 #[no_mangle]
@@ -79,47 +83,39 @@ pub extern "C" fn pg_finfo_snowflake_sequence_nextval_identity() -> &'static pg_
     &V1
 }
 
-/// What this session's calls handed out, for currval and lastval: per
-/// sequence, and the last call through these functions (`true` when it was
-/// a registered sequence's).
-// SAFETY (for both): a backend runs one thread.
-static mut CURRENT: Option<HashMap<Oid, i64>> = None;
-static mut LAST: Option<(Oid, i64, bool)> = None;
-
-/// DISCARD ALL or SEQUENCES: this session's values are forgotten, as native
-/// currval's and lastval's are (a pooled connection's next client must not
-/// see them).
-pub(super) fn forget_session() {
-    // SAFETY: see the statics.
+/// Whether this call is one the planner hook put in place of an identity
+/// default: a plain function call (no aggregate's or window's, whose input
+/// collation a role chooses) of a constant sequence, marked by
+/// [`IDENTITY_DEFAULT`].
+///
+/// # Safety
+/// `fcinfo` is PostgreSQL's.
+unsafe fn planned_identity_default(fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    // SAFETY: the caller's contract; the expression is read as a FuncExpr
+    // only when its tag says it is one.
     unsafe {
-        CURRENT = None;
-        LAST = None;
-    }
-}
-
-/// Keeps the last value in LAST, and moves the one it replaces into CURRENT
-/// only when the sequence changes: a run of calls of one sequence touches
-/// no map.
-fn remember(seq: Oid, value: i64, registered: bool) {
-    // SAFETY: see the statics.
-    unsafe {
-        if let Some((last, last_value, _)) = LAST.filter(|(last, _, _)| *last != seq) {
-            (*std::ptr::addr_of_mut!(CURRENT)).get_or_insert_with(HashMap::new).insert(last, last_value);
+        if (*fcinfo).fncollation != IDENTITY_DEFAULT || !(*fcinfo).context.is_null() || (*fcinfo).flinfo.is_null() {
+            return false;
         }
-        LAST = Some((seq, value, registered));
+        let expr = (*(*fcinfo).flinfo).fn_expr;
+        if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return false;
+        }
+        let args = (*expr.cast::<pg_sys::FuncExpr>()).args;
+        !args.is_null()
+            && (*args).length == 1
+            && (*(*(*args).elements).ptr_value.cast::<pg_sys::Node>()).type_ == pg_sys::NodeTag::T_Const
     }
 }
 
-/// What this session's last nextval of `seq` returned.
-fn current(seq: Oid) -> Option<i64> {
-    // SAFETY: see the statics.
-    unsafe {
-        match LAST {
-            Some((last, value, _)) if last == seq => Some(value),
-            _ => (*std::ptr::addr_of!(CURRENT)).as_ref().and_then(|c| c.get(&seq).copied()),
-        }
-    }
-}
+/// The input collation an identity default's call carries when the planner
+/// hook ([`super::rewrite`]) put it in place of a `NextValueExpr`. Its argument is a regclass, which
+/// has no collation, so no SQL a role writes gives such a call one: the
+/// function knows from it that the statement's own privilege check (the
+/// column's INSERT or UPDATE right, as the table's or a view's owner
+/// governs it) has run, and checks none of its own, as native PostgreSQL
+/// checks none for an identity default.
+pub const IDENTITY_DEFAULT: Oid = pg_sys::C_COLLATION_OID;
 
 fn next_value(seq: Oid, caller: Caller) -> i64 {
     let served = match checked::recent(seq, caller) {
@@ -134,6 +130,7 @@ fn next_value(seq: Oid, caller: Caller) -> i64 {
                     match caller {
                         Caller::Nextval => check_privilege(seq, pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE),
                         Caller::Identity => check_identity_privilege(seq),
+                        Caller::Default => {}
                     }
                     // SAFETY: a catalog lookup.
                     let temporary =
@@ -156,9 +153,10 @@ fn next_value(seq: Oid, caller: Caller) -> i64 {
     let (entry, temporary) = match served {
         Served::Registered(entry, temporary) => (entry, temporary),
         Served::Native => {
-            // SAFETY: native nextval, with its own checks and errors.
+            // SAFETY: native nextval, with its own checks and errors (an
+            // identity default's are none).
             let value = unsafe { pg_sys::nextval_internal(seq, caller == Caller::Nextval) };
-            remember(seq, value, false);
+            handed::handed_natively(seq);
             return value;
         }
     };
@@ -180,13 +178,12 @@ fn next_value(seq: Oid, caller: Caller) -> i64 {
     let mut block = generate::reserve_run(plan.run());
     let first = block.next().expect("a run holds at least one ID");
     let value = plan.value(first);
-    remember(seq, value, true);
+    handed::handed(seq, value);
     value
 }
 
-/// An identity default's right: INSERT or UPDATE on its column (or on its
-/// table), as the statement natively needs, on the table the sequence feeds
-/// or on one of its partitions (which share it since PostgreSQL 17); or
+/// An identity default's right, called other than from a planned default:
+/// INSERT or UPDATE on its column, or on the table the sequence feeds; or
 /// USAGE on the sequence, as `nextval` needs.
 fn check_identity_privilege(seq: Oid) {
     // AclMode is 32 bits wide on PostgreSQL 15, 64 from 16.
@@ -199,17 +196,9 @@ fn check_identity_privilege(seq: Oid) {
         let user = pg_sys::GetUserId();
         let (mut table, mut column) = (pg_sys::InvalidOid, 0);
         let internal = pg_sys::DependencyType::DEPENDENCY_INTERNAL as std::ffi::c_char;
-        let fills = pg_sys::sequenceIsOwned(seq, internal, &mut table, &mut column) && {
-            let name = pg_sys::get_attname(table, column as _, false);
-            let tables = pg_sys::find_all_inheritors(table, pg_sys::NoLock as _, std::ptr::null_mut());
-            (0..(*tables).length as usize).any(|i| {
-                let t = (*(*tables).elements.add(i)).oid_value;
-                let attnum = pg_sys::get_attnum(t, name);
-                pg_sys::pg_class_aclcheck(t, user, fill) == pg_sys::AclResult::ACLCHECK_OK
-                    || (attnum > 0
-                        && pg_sys::pg_attribute_aclcheck(t, attnum, user, fill) == pg_sys::AclResult::ACLCHECK_OK)
-            })
-        };
+        let fills = pg_sys::sequenceIsOwned(seq, internal, &mut table, &mut column)
+            && (pg_sys::pg_class_aclcheck(table, user, fill) == pg_sys::AclResult::ACLCHECK_OK
+                || pg_sys::pg_attribute_aclcheck(table, column as _, user, fill) == pg_sys::AclResult::ACLCHECK_OK);
         fills || pg_sys::pg_class_aclcheck(seq, user, usage) == pg_sys::AclResult::ACLCHECK_OK
     };
     if !granted {
@@ -217,42 +206,51 @@ fn check_identity_privilege(seq: Oid) {
     }
 }
 
-/// `currval(seq)`: the value this session's last nextval of a registered
-/// sequence returned, with native currval's privilege check and error;
-/// native currval for a sequence not registered (native currval takes the
-/// lock this takes first).
+/// `currval(seq)`: what this session's last nextval (or setval) of `seq`
+/// returned, where [`handed`] keeps it (a snowflake ID, also after an
+/// unregistration), with native currval's privilege check and errors;
+/// native currval for the rest (it takes the lock this takes first).
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_sequence_currval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: PostgreSQL's fcinfo, one regclass argument, STRICT.
     let seq = unsafe { pgrx::fcinfo::pg_getarg::<Oid>(fcinfo, 0) }.unwrap_or(pg_sys::InvalidOid);
     lock_sequence(seq);
-    if registry::lookup(seq).is_none() {
+    match handed::currval(seq) {
+        Some(value) => {
+            check_privilege(seq, pg_sys::ACL_SELECT | pg_sys::ACL_USAGE);
+            let value = value.unwrap_or_else(|| {
+                error::new(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!("currval of sequence \"{}\" is not yet defined in this session", rel_name(seq)),
+                )
+                .raise(PgLogLevel::ERROR)
+            });
+            pg_sys::Datum::from(value)
+        }
         // SAFETY: native currval, with the call's own argument.
-        return unsafe { pg_sys::OidFunctionCall1Coll(pg_sys::F_CURRVAL.into(), pg_sys::InvalidOid, seq.into()) };
-    }
-    check_privilege(seq, pg_sys::ACL_SELECT | pg_sys::ACL_USAGE);
-    match current(seq) {
-        Some(v) => pg_sys::Datum::from(v),
-        None => error::new(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("currval of sequence \"{}\" is not yet defined in this session", rel_name(seq)),
-        )
-        .raise(PgLogLevel::ERROR),
+        None => unsafe { pg_sys::OidFunctionCall1Coll(pg_sys::F_CURRVAL.into(), pg_sys::InvalidOid, seq.into()) },
     }
 }
 
-/// `lastval()`: the value of this session's last nextval that went through
-/// these functions when it was a registered sequence's, else native lastval.
+/// `lastval()`: the value of this session's last nextval, where [`handed`]
+/// keeps it, else native lastval's.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_sequence_lastval(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: see the statics.
-    if let Some((seq, value, true)) = unsafe { LAST } {
-        if registry::lookup(seq).is_some() {
-            check_privilege(seq, pg_sys::ACL_SELECT | pg_sys::ACL_USAGE);
-            return pg_sys::Datum::from(value);
+    if let Some((seq, value)) = handed::lastval() {
+        // SAFETY: a catalog lookup.
+        if unsafe { pg_sys::get_rel_relkind(seq) } == 0 {
+            // Native lastval's error where its sequence was dropped since.
+            error::new(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "lastval is not yet defined in this session",
+            )
+            .raise(PgLogLevel::ERROR);
         }
+        lock_sequence(seq);
+        check_privilege(seq, pg_sys::ACL_SELECT | pg_sys::ACL_USAGE);
+        return pg_sys::Datum::from(value);
     }
     // SAFETY: native lastval, which takes no arguments.
     unsafe { pg_sys::OidFunctionCall0Coll(pg_sys::F_LASTVAL.into(), pg_sys::InvalidOid) }
@@ -278,9 +276,9 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
     let is_called = !three || unsafe { pgrx::fcinfo::pg_getarg::<bool>(fcinfo, 2) }.unwrap_or(true);
     // The lock first, as for nextval: an unregistration that committed is seen.
     lock_sequence(seq);
-    if registry::lookup(seq).is_none() {
+    let Some(entry) = registry::lookup(seq) else {
         // SAFETY: native setval with the call's own arguments.
-        return unsafe {
+        let datum = unsafe {
             if three {
                 pg_sys::OidFunctionCall3Coll(
                     pg_sys::F_SETVAL_REGCLASS_INT8_BOOL.into(),
@@ -298,7 +296,12 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
                 )
             }
         };
-    }
+        // Native setval set native currval; an answer kept here follows it.
+        if is_called && handed::kept() {
+            handed::set(seq, value);
+        }
+        return datum;
+    };
     check_privilege(seq, pg_sys::ACL_UPDATE);
     // SAFETY: PostgreSQL's own checks, raising their ERRORs.
     unsafe {
@@ -306,6 +309,19 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
             pg_sys::PreventCommandIfReadOnly(c"setval()".as_ptr());
         }
         pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
+    }
+    // Native setval's bounds, those of the sequence before its fence.
+    let min = fence::options(seq).map_or(1, |o| o.min);
+    if value < min || value > entry.native_max {
+        error::new(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "setval: value {value} is out of bounds for sequence \"{}\" ({min}..{})",
+                rel_name(seq),
+                entry.native_max
+            ),
+        )
+        .raise(PgLogLevel::ERROR);
     }
     // Values of the past (a restore's SEQUENCE SET of the fence, an empty
     // table's reset) are no floor, even on a server that issued nothing yet.
@@ -323,15 +339,17 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_setval(fcinfo: pg_sys::Functi
         }
         floor::raise_to(value);
     }
+    // The sequence stays at its fence (a value above it lies below the
+    // IDs that unregistering continues above).
     fence::keep(seq);
     if is_called {
-        remember(seq, value, true);
+        handed::set(seq, value);
     }
     pg_sys::Datum::from(value)
 }
 
 /// Whether the current role may call snowflake_raise_floor(bigint).
-fn may_raise_floor() -> bool {
+pub(super) fn may_raise_floor() -> bool {
     Spi::get_one::<bool>(
         "SELECT pg_catalog.has_function_privilege(p.oid, 'EXECUTE') FROM pg_catalog.pg_proc p \
          JOIN pg_catalog.pg_extension e ON e.extnamespace OPERATOR(pg_catalog.=) p.pronamespace \
@@ -432,7 +450,7 @@ pub(super) fn check_block(increment: i64, block_mode: &str) -> Check {
 }
 
 /// An ID above every ID this server has handed out.
-fn resume_id() -> i64 {
+pub(super) fn resume_id() -> i64 {
     let state = shmem::read();
     let next = state.generator.resume_point();
     state.generator.template().encode(next.position, next.clock_back)

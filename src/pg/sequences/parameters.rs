@@ -17,7 +17,7 @@ use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::prelude::*;
 
 use super::registry;
-use super::rewrite::is_native_sequence_function;
+use super::rewrite::{self, is_native_sequence_function};
 
 /// Renames the native sequence function calls among EXECUTE's `params`, in
 /// place (the caller owns the tree).
@@ -55,6 +55,16 @@ pub unsafe fn names_a_sequence_call(params: *mut pg_sys::List) -> bool {
     }
 }
 
+/// Whether a raw expression calls a function named nextval, currval,
+/// setval or lastval (COPY's WHERE clause).
+///
+/// # Safety
+/// `node` is NULL or a raw expression tree.
+pub unsafe fn names_a_sequence_call_in(node: *mut Node) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { !node.is_null() && names_a_sequence_function(node, std::ptr::null_mut()) }
+}
+
 /// Renames, in a raw expression, the calls that `analyse` resolves to
 /// native sequence functions to ours, in place (the caller owns the tree);
 /// whether there was any. Only where sequence calls are routed through ours.
@@ -69,7 +79,7 @@ pub unsafe fn rename_calls(node: *mut Node, analyse: &dyn Fn(*mut Node) -> *mut 
             return false;
         }
     }
-    if !registry::route_all() {
+    if !rewrite::routing() {
         return false;
     }
     let Some(installed) = registry::installed() else { return false };

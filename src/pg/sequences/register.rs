@@ -2,30 +2,38 @@
 //! triggers, which hold every other route to the table (a restore's COPY, an
 //! owner's own INSERT) to what registering does.
 //!
-//! Registering (`snowflake_sequence_register`) checks the sequence and its
-//! owner, runs the registration protocol ([`super::in_progress`]: every new
-//! plan routes sequence calls through our functions, and the transactions
-//! that began before are waited for), takes the sequence's lock, sets the
-//! fence as the sequence stands then ([`super::fence`]) and writes the
-//! registry row. Unregistering takes the same lock first, which waits for
-//! every transaction that took IDs through the sequence, then deletes the
-//! row, lifts the fence and sets the sequence above every ID handed out.
-//! Both queue the invalidations that tell every backend, whatever
-//! `session_replication_role` says.
+//! Registering (`snowflake_sequence_register`, one sequence or several)
+//! checks each sequence and its owner, runs the registration protocol
+//! ([`super::in_progress`]: every new plan routes sequence calls through our
+//! functions, and the transactions that began before are waited for), takes
+//! the sequences' locks all at once, raises the server's floor above a
+//! sequence's own value where that lies in the ID space, sets the fence as
+//! the sequence stands then ([`super::fence`]) and writes the registry row.
+//! Unregistering takes the same lock first, which waits for every
+//! transaction that took IDs through the sequence, and deletes the row; the
+//! row trigger then lifts the fence and sets the sequence above every ID
+//! handed out, as it does for a DELETE of one's own. Both queue the
+//! invalidations that tell every backend, whatever `session_replication_role`
+//! says.
 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::nextval::{check_block, resume_value, Check};
+use super::nextval::{self, check_block, resume_value, Check};
 use super::registry::{self, Installed};
 use super::{fence, names, privileged};
 use crate::pg::error::{self, Raise};
+use crate::pg::{clock, floor, settings};
+use crate::snowflake::time::UnixMillis;
 
 pgrx::extension_sql!(
     "CREATE FUNCTION snowflake_sequence_register(seq regclass, block_mode text DEFAULT 'either') RETURNS void\n\
      STRICT VOLATILE PARALLEL UNSAFE\n\
      LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_register';\n\
+     CREATE FUNCTION snowflake_sequence_register_all(seqs regclass[], block_mode text DEFAULT 'either') RETURNS void\n\
+     STRICT VOLATILE PARALLEL UNSAFE\n\
+     LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_register_all';\n\
      CREATE FUNCTION snowflake_sequence_unregister(seq regclass) RETURNS void\n\
      STRICT VOLATILE PARALLEL UNSAFE\n\
      LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_sequence_unregister';\n\
@@ -49,65 +57,136 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_register(fcinfo: pg_sys::Func
             pgrx::fcinfo::pg_getarg::<String>(fcinfo, 1).unwrap_or_default(),
         )
     };
-    register(seq, &mode.to_lowercase());
+    register(&[seq], &mode.to_lowercase());
     pg_sys::Datum::from(0)
 }
 
-fn register(seq: Oid, mode: &str) {
-    let installed = installed();
-    check_sequence(seq);
-    if registry::lookup(seq).is_some() {
-        return already(seq);
-    }
-    let options = fence::options(seq).unwrap_or_else(|| not_a_sequence(seq));
-    raise(check_type(seq, options.type_oid));
-    check_columns(seq);
-    raise(check_block(options.increment, mode));
-    raise(check_right_to_generate(seq, options.increment, &installed));
-    fence::lock(seq, &installed);
-    // Decided again under the lock: a registration that committed meanwhile
-    // is seen now, and the options and value read below cannot move.
-    if registry::lookup(seq).is_some() {
-        return already(seq);
-    }
-    let options = fence::options(seq).unwrap_or_else(|| not_a_sequence(seq));
-    raise(check_type(seq, options.type_oid));
-    raise(check_block(options.increment, mode));
-    let replaced = fence::set(seq);
-    let native_max = if replaced.at_max {
-        // Its MAXVALUE is no value native nextval could continue from.
-        error::new(
-            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
-            format!("sequence \"{}\" is at its MAXVALUE already", names::regclass_name(seq)),
+/// `snowflake_sequence_register_all(seqs regclass[], block_mode)`: several
+/// at once, all or none (what `_table` and `_schema` call). Its own name: an
+/// overload of `snowflake_sequence_register` would make a call with a
+/// quoted name ambiguous.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_sequence_register_all(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL's fcinfo: an array of regclass (OIDs) and text, STRICT.
+    let (seqs, mode) = unsafe {
+        (
+            pgrx::fcinfo::pg_getarg::<Vec<Option<Oid>>>(fcinfo, 0).unwrap_or_default(),
+            pgrx::fcinfo::pg_getarg::<String>(fcinfo, 1).unwrap_or_default(),
         )
-        .set_detail(
-            "A fence left by DROP EXTENSION, or a sequence used up: unregistering it will lift its MAXVALUE, \
-             as NO MAXVALUE does.",
-        )
-        .report(PgLogLevel::NOTICE);
-        i64::MAX
-    } else {
-        replaced.max
     };
-    let query = format!(
-        "INSERT INTO {}.snowflake_sequence_registry (seq, block_mode, native_max, native_cycle) \
-         VALUES ($1, $2, $3, $4)",
-        schema_name(&installed)
-    );
-    privileged::run(|| {
-        Spi::run_with_args(
-            &query,
-            &[
-                // SAFETY: an OID datum, given as a regclass (the column's type).
-                unsafe { pgrx::datum::DatumWithOid::new(seq, pg_sys::REGCLASSOID) },
-                mode.into(),
-                native_max.into(),
-                replaced.cycle.into(),
-            ],
-        )
-        .unwrap_or_else(|e| pgrx::error!("the registry cannot be written: {e}"))
-    });
+    let mut seqs: Vec<Oid> = seqs.into_iter().flatten().collect();
+    seqs.sort_by_key(|s| s.to_u32());
+    seqs.dedup();
+    register(&seqs, &mode.to_lowercase());
+    pg_sys::Datum::from(0)
+}
+
+fn register(seqs: &[Oid], mode: &str) {
+    let installed = installed();
+    // What can be refused before any lock, for each.
+    let mut todo = Vec::with_capacity(seqs.len());
+    for &seq in seqs {
+        check_sequence(seq);
+        if registry::lookup(seq).is_some() {
+            already(seq);
+            continue;
+        }
+        let options = fence::options(seq).unwrap_or_else(|| not_a_sequence(seq));
+        raise(check_type(seq, options.type_oid));
+        raise(check_columns(seq));
+        raise(check_block(options.increment, mode));
+        raise(check_right_to_generate(seq, options.increment, &installed));
+        todo.push(seq);
+    }
+    if todo.is_empty() {
+        return;
+    }
+    fence::lock(&todo, &installed);
+    for seq in todo {
+        // Decided again under the lock: a registration that committed
+        // meanwhile is seen now, and the options and value read below
+        // cannot move.
+        if registry::lookup(seq).is_some() {
+            already(seq);
+            continue;
+        }
+        let options = fence::options(seq).unwrap_or_else(|| not_a_sequence(seq));
+        raise(check_type(seq, options.type_oid));
+        raise(check_block(options.increment, mode));
+        raise(floor_above(seq));
+        let replaced = fence::set(seq);
+        let native_max = if replaced.at_max {
+            // Its MAXVALUE is no value native nextval could continue from.
+            error::new(
+                PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+                format!("sequence \"{}\" is at its MAXVALUE already", names::regclass_name(seq)),
+            )
+            .set_detail(
+                "A fence left by DROP EXTENSION, or a sequence used up: unregistering it will lift its MAXVALUE, \
+                 as NO MAXVALUE does.",
+            )
+            .report(PgLogLevel::NOTICE);
+            i64::MAX
+        } else {
+            replaced.max
+        };
+        let query = format!(
+            "INSERT INTO {}.snowflake_sequence_registry (seq, block_mode, native_max, native_cycle) \
+             VALUES ($1, $2, $3, $4)",
+            schema_name(&installed)
+        );
+        privileged::run(|| {
+            Spi::run_with_args(
+                &query,
+                &[
+                    // SAFETY: an OID datum, given as a regclass (the column's type).
+                    unsafe { pgrx::datum::DatumWithOid::new(seq, pg_sys::REGCLASSOID) },
+                    mode.into(),
+                    native_max.into(),
+                    replaced.cycle.into(),
+                ],
+            )
+            .unwrap_or_else(|e| pgrx::error!("the registry cannot be written: {e}"))
+        });
+    }
     registry::changed(installed.table);
+}
+
+/// The sequence's own values lie below every ID it serves from now on: a
+/// sequence that counted natively into the ID space (after an
+/// unregistration, or a setval there) raises the server's floor above its
+/// value. Up to the clock that waits a tick at most; beyond it, it stops
+/// generation for as long, so it needs the right a floor needs.
+fn floor_above(seq: Oid) -> Check {
+    let (last, called) = fence::value(seq);
+    if !called || last < nextval::resume_id() {
+        return Ok(());
+    }
+    let config = settings::config();
+    let now = clock::now();
+    let ahead = config
+        .codec
+        .first_id_at(UnixMillis(now.0.saturating_add(i64::from(config.codec.time.tick_ms()))))
+        .is_ok_and(|next_tick| last >= next_tick);
+    if ahead && !nextval::may_raise_floor() {
+        return Err(Box::new(
+            error::new(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "permission denied to raise the snowflake ID floor to sequence \"{}\"",
+                    names::regclass_name(seq)
+                ),
+            )
+            .set_detail(format!(
+                "The sequence stands at {last}, ahead of the clock: the IDs it serves must lie above it, and a \
+                 floor there raises every ID this server issues."
+            ))
+            .set_hint("Register it as a role granted EXECUTE on snowflake_raise_floor(bigint)."),
+        ));
+    }
+    floor::raise_to(last);
+    Ok(())
 }
 
 /// `snowflake_sequence_unregister(seq)`.
@@ -128,14 +207,15 @@ fn unregister(seq: Oid) {
     // conflicts with it), and keeps new ones waiting until this one ends.
     // SAFETY: a heavyweight lock on a relation, released at transaction end.
     unsafe { pg_sys::LockRelationOid(seq, pg_sys::ShareRowExclusiveLock as _) };
-    let Some(entry) = registry::lookup(seq) else {
+    if registry::lookup(seq).is_none() {
         error::new(
             PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             format!("sequence \"{}\" is not registered", names::regclass_name(seq)),
         )
         .set_hint("SELECT * FROM snowflake_sequences lists the registered sequences.")
         .raise(PgLogLevel::ERROR);
-    };
+    }
+    // The row trigger does the rest, as for a DELETE of one's own.
     let query = format!("DELETE FROM {}.snowflake_sequence_registry WHERE seq = $1", schema_name(&installed));
     privileged::run(|| {
         // SAFETY: an OID datum, given as a regclass (the column's type).
@@ -143,30 +223,30 @@ fn unregister(seq: Oid) {
         Spi::run_with_args(&query, &[seq]).unwrap_or_else(|e| pgrx::error!("the registry cannot be written: {e}"))
     });
     registry::changed(installed.table);
-    fence::lift(seq, entry.native_max, entry.native_cycle);
-    // Native values continue above every ID this server handed out.
-    let above = resume_value();
-    if above > entry.native_max {
+}
+
+/// What a registration's end does to its sequence, by any route (an
+/// unregistration, a DELETE of the registry row): under the lock ALTER
+/// SEQUENCE takes, the fence is lifted to the MAXVALUE and CYCLE it
+/// replaced, and native values continue above every ID this server handed
+/// out and above the sequence's own values (a fence from a registration
+/// that did not raise the floor above them, as 0.6.0's did not).
+fn continue_natively(seq: Oid, native_max: i64, native_cycle: bool) {
+    // SAFETY: a heavyweight lock on a relation, released at transaction end.
+    unsafe { pg_sys::LockRelationOid(seq, pg_sys::ShareRowExclusiveLock as _) };
+    let (fence_value, _) = fence::value(seq);
+    let above = resume_value().max(fence_value);
+    if above > native_max {
         error::new(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("sequence \"{}\" cannot continue above the snowflake IDs it handed out", names::regclass_name(seq)),
         )
-        .set_detail(format!("Its MAXVALUE before registering was {}; the IDs reach {above}.", entry.native_max))
+        .set_detail(format!("Its MAXVALUE before registering was {native_max}; the IDs reach {above}."))
         .set_hint("Keep the sequence registered, or raise its MAXVALUE in the registry first.")
         .raise(PgLogLevel::ERROR);
     }
-    privileged::run(|| {
-        // SAFETY: native setval with arguments of its types.
-        unsafe {
-            pg_sys::OidFunctionCall3Coll(
-                pg_sys::F_SETVAL_REGCLASS_INT8_BOOL.into(),
-                pg_sys::InvalidOid,
-                seq.into(),
-                above.into(),
-                true.into(),
-            )
-        };
-    });
+    fence::lift(seq, native_max, native_cycle);
+    fence::continue_above(seq, above);
 }
 
 /// The registry row trigger (BEFORE, each row, whatever the replication
@@ -218,15 +298,22 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
                 .report(PgLogLevel::WARNING);
                 return pg_sys::Datum::from(0);
             }
-            let options = fence::options(new_row.seq).unwrap_or_else(|| not_a_sequence(new_row.seq));
-            let checked = if superuser {
-                check_block(options.increment, &new_row.block_mode)
-            } else {
-                check_owner(new_row.seq)
-                    .and_then(|()| check_type(new_row.seq, options.type_oid))
-                    .and_then(|()| check_block(options.increment, &new_row.block_mode))
-                    .and_then(|()| check_right_to_generate(new_row.seq, options.increment, &installed))
+            let seq = new_row.seq;
+            let options = fence::options(seq).unwrap_or_else(|| not_a_sequence(seq));
+            let owner_checks = || {
+                if superuser {
+                    return Ok(());
+                }
+                check_owner(seq).and_then(|()| check_right_to_generate(seq, options.increment, &installed))
             };
+            let checked = owner_checks()
+                .and_then(|()| check_type(seq, options.type_oid))
+                .and_then(|()| check_block(options.increment, &new_row.block_mode))
+                .and_then(|()| check_columns(seq))
+                .and_then(|()| {
+                    fence::lock(&[seq], &installed);
+                    floor_above(seq)
+                });
             // One row the registry cannot take never fails a whole restore:
             // it is left out (its sequence keeps the fence its dump gave it).
             if let Err(refused) = checked {
@@ -234,7 +321,7 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
                     PgSqlErrorCode::ERRCODE_WARNING,
                     format!(
                         "registry row of sequence \"{}\" left out: {}",
-                        names::regclass_name(new_row.seq),
+                        names::regclass_name(seq),
                         refused.message()
                     ),
                 );
@@ -244,8 +331,15 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
                 warning.report(PgLogLevel::WARNING);
                 return pg_sys::Datum::from(0);
             }
-            fence::lock(new_row.seq, &installed);
-            fence::set(new_row.seq);
+            // A dump's sequence arrives with its fence as MAXVALUE (other
+            // than the row's native one), its value set after the rows:
+            // the fence stays where the dump has it.
+            let options = fence::options(seq).unwrap_or_else(|| not_a_sequence(seq));
+            if options.max != new_row.native_max && !options.cycle {
+                fence::keep(seq);
+            } else {
+                fence::set(seq);
+            }
         }
         pg_sys::TRIGGER_EVENT_UPDATE => {
             let (old_row, new_row) = (row(old.expect("an UPDATE has an old row")), row(new.expect("and a new one")));
@@ -267,8 +361,13 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
         _ => {
             // A row of a sequence that is gone may go by anyone.
             let old_row = row(old.expect("a DELETE has an old row"));
-            if !superuser && exists(old_row.seq) {
-                raise(check_owner(old_row.seq));
+            // A temporary sequence (registered by 0.6.0) ends with its
+            // session, and another session's cannot be read.
+            if exists(old_row.seq) && !temporary(old_row.seq) {
+                if !superuser {
+                    raise(check_owner(old_row.seq));
+                }
+                continue_natively(old_row.seq, old_row.native_max, old_row.native_cycle);
             }
         }
     }
@@ -318,6 +417,8 @@ unsafe fn trigger_data(fcinfo: pg_sys::FunctionCallInfo, name: &str) -> *mut pg_
 struct Row {
     seq: Oid,
     block_mode: String,
+    native_max: i64,
+    native_cycle: bool,
 }
 
 impl Row {
@@ -333,7 +434,11 @@ impl Row {
             let seq = Oid::from_datum(seq, null).unwrap_or(pg_sys::InvalidOid);
             let mode = pg_sys::heap_getattr(tuple, attnum(c"block_mode").into(), desc, &mut null);
             let block_mode = String::from_datum(mode, null).unwrap_or_default();
-            Row { seq, block_mode }
+            let max = pg_sys::heap_getattr(tuple, attnum(c"native_max").into(), desc, &mut null);
+            let native_max = i64::from_datum(max, null).unwrap_or(i64::MAX);
+            let cycle = pg_sys::heap_getattr(tuple, attnum(c"native_cycle").into(), desc, &mut null);
+            let native_cycle = bool::from_datum(cycle, null).unwrap_or(false);
+            Row { seq, block_mode, native_max, native_cycle }
         }
     }
 }
@@ -354,6 +459,11 @@ fn schema_name(installed: &Installed) -> String {
     let name = unsafe { std::ffi::CStr::from_ptr(pg_sys::get_namespace_name(installed.schema)) };
     // SAFETY: quote_identifier returns its argument or a palloc'd copy.
     unsafe { std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name.as_ptr())) }.to_string_lossy().into_owned()
+}
+
+fn temporary(rel: Oid) -> bool {
+    // SAFETY: a catalog lookup of a relation that exists.
+    unsafe { pg_sys::get_rel_persistence(rel) == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char }
 }
 
 fn exists(rel: Oid) -> bool {
@@ -383,11 +493,20 @@ fn not_a_sequence(seq: Oid) -> ! {
 
 /// A permanent sequence the current role owns.
 fn check_sequence(seq: Oid) {
-    // SAFETY: catalog lookups.
-    let (kind, persistence) = unsafe { (pg_sys::get_rel_relkind(seq), pg_sys::get_rel_persistence(seq)) };
+    // SAFETY: a catalog lookup (0 for a relation that does not exist).
+    let kind = unsafe { pg_sys::get_rel_relkind(seq) };
+    if kind == 0 {
+        error::new(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+            format!("relation with OID {} does not exist", seq.to_u32()),
+        )
+        .raise(PgLogLevel::ERROR);
+    }
     if kind != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
         not_a_sequence(seq);
     }
+    // SAFETY: a catalog lookup of a relation that exists.
+    let persistence = unsafe { pg_sys::get_rel_persistence(seq) };
     raise(check_owner(seq));
     if persistence == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
         error::new(
@@ -446,7 +565,7 @@ fn check_type(seq: Oid, type_oid: Oid) -> Check {
 /// Every column the sequence fills must hold a snowflake ID: those it is
 /// owned by (serial, identity) and those whose default calls it, of type
 /// bigint or a domain over it.
-fn check_columns(seq: Oid) {
+fn check_columns(seq: Oid) -> Check {
     let columns = Spi::connect(|client| {
         client
             .select(
@@ -478,21 +597,23 @@ fn check_columns(seq: Oid) {
         // SAFETY: a catalog lookup.
         if unsafe { pg_sys::getBaseType(type_oid) } != pg_sys::INT8OID {
             let table_name = names::regclass_name(table);
-            error::new(
-                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-                format!(
-                    "column \"{column}\" of relation \"{table_name}\" is of type {}, which cannot hold a snowflake ID",
-                    type_name(type_oid)
-                ),
-            )
-            .set_hint(format!(
-                "Make it bigint first: ALTER TABLE {} ALTER COLUMN {} TYPE bigint.",
-                names::qualified(table),
-                quote_identifier(&column)
-            ))
-            .raise(PgLogLevel::ERROR);
+            return Err(Box::new(
+                error::new(
+                    PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                    format!(
+                        "column \"{column}\" of relation \"{table_name}\" is of type {}, which cannot hold a snowflake ID",
+                        type_name(type_oid)
+                    ),
+                )
+                .set_hint(format!(
+                    "Make it bigint first: ALTER TABLE {} ALTER COLUMN {} TYPE bigint.",
+                    names::qualified(table),
+                    quote_identifier(&column)
+                )),
+            ));
         }
     }
+    Ok(())
 }
 
 /// The sequence's owner generates for whoever may call nextval on it: it
@@ -555,6 +676,7 @@ macro_rules! finfo_v1 {
 
 finfo_v1!(
     pg_finfo_snowflake_sequence_register,
+    pg_finfo_snowflake_sequence_register_all,
     pg_finfo_snowflake_sequence_unregister,
     pg_finfo_snowflake_sequence_registry_check,
     pg_finfo_snowflake_sequence_registry_changed

@@ -126,6 +126,15 @@ static mut LOADING: bool = false;
 /// The cache was dropped while it served registered sequences: the next
 /// planned statement reads it again.
 static mut WANTED: bool = false;
+/// The relations whose relcache entries were invalidated in this
+/// transaction (a rewrite of a sequence's storage among the causes), for
+/// the check at commit that registered sequences' fences hold
+/// ([`super::fence`]); whether a relation is a registered sequence is asked
+/// then, where catalogs may be read.
+static mut TOUCHED: Option<std::collections::HashSet<Oid>> = None;
+/// Those of TOUCHED invalidated again since [`take_newly_touched`] last
+/// took them.
+static mut NEWLY_TOUCHED: Option<std::collections::HashSet<Oid>> = None;
 
 pub fn init() {
     // SAFETY: registering a callback from _PG_init, in the postmaster, is
@@ -138,6 +147,10 @@ unsafe extern "C-unwind" fn invalidate(_arg: pg_sys::Datum, relid: Oid) {
     // SAFETY: see the statics.
     unsafe {
         INVALIDATIONS += 1;
+        if relid != pg_sys::InvalidOid && pg_sys::IsTransactionState() {
+            (*std::ptr::addr_of_mut!(TOUCHED)).get_or_insert_with(Default::default).insert(relid);
+            (*std::ptr::addr_of_mut!(NEWLY_TOUCHED)).get_or_insert_with(Default::default).insert(relid);
+        }
         let cache = &mut *std::ptr::addr_of_mut!(CACHE);
         let drop_it = match cache {
             None => false,
@@ -162,6 +175,11 @@ unsafe extern "C-unwind" fn invalidate(_arg: pg_sys::Datum, relid: Oid) {
 /// function for any other (so `lastval()` sees every call).
 pub fn route_all() -> bool {
     with(Registry::route_all).unwrap_or(false)
+}
+
+/// Whether another transaction is registering sequences in this database.
+pub fn in_progress() -> bool {
+    with(|r| r.in_progress).unwrap_or(false)
 }
 
 /// The registration of `seq`, if any.
@@ -192,6 +210,23 @@ pub fn loaded() -> Option<(bool, u64)> {
     unsafe {
         let loaded = (*std::ptr::addr_of!(CACHE)).as_ref()?;
         (!LOADING).then(|| (loaded.route_all(), GENERATION))
+    }
+}
+
+/// The relations invalidated since this was last asked (they stay in
+/// TOUCHED for [`take_touched`]).
+pub fn take_newly_touched() -> Vec<Oid> {
+    // SAFETY: see the statics.
+    unsafe { (*std::ptr::addr_of_mut!(NEWLY_TOUCHED)).take().map(|t| t.into_iter().collect()).unwrap_or_default() }
+}
+
+/// The relations whose relcache entries were invalidated since this was
+/// last asked (see TOUCHED).
+pub fn take_touched() -> Vec<Oid> {
+    // SAFETY: see the statics.
+    unsafe {
+        *std::ptr::addr_of_mut!(NEWLY_TOUCHED) = None;
+        (*std::ptr::addr_of_mut!(TOUCHED)).take().map(|t| t.into_iter().collect()).unwrap_or_default()
     }
 }
 
@@ -237,7 +272,8 @@ fn with<R>(f: impl FnOnce(&Registry) -> R) -> Option<R> {
             let loaded = loaded.unwrap_or_else(|e| std::panic::resume_unwind(e));
             GENERATION += 1;
             WANTED = false;
-            if INVALIDATIONS != before {
+            // A parallel worker's empty registry is no answer to keep.
+            if INVALIDATIONS != before || pg_sys::IsInParallelMode() {
                 return Some(f(&loaded));
             }
             CACHE = Some(loaded);
@@ -251,8 +287,9 @@ fn empty() -> Registry {
 }
 
 fn load() -> Registry {
-    // A parallel worker may take no new snapshot; it runs no nextval either
-    // (sequence functions are PARALLEL UNSAFE), so it needs no registry.
+    // In parallel mode no new snapshot may be taken. A parallel worker runs
+    // no nextval (sequence functions are PARALLEL UNSAFE), so it needs no
+    // registry; what is read so is used once, never kept ([`with`]).
     // SAFETY: a flag of this backend's transaction state.
     if unsafe { pg_sys::IsInParallelMode() } {
         return empty();

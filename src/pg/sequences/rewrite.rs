@@ -27,6 +27,7 @@ use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
 use pgrx::prelude::*;
 
 use super::registry::{self, Functions};
+use super::{handed, nextval};
 
 static mut PREVIOUS: pg_sys::planner_hook_type = None;
 
@@ -207,9 +208,17 @@ unsafe fn rewrite(parse: *mut Query) -> *mut Query {
     }
 }
 
-/// The functions that serve sequence calls, where they are routed through ours.
+/// The functions that serve sequence calls, where they are routed through
+/// ours: where anything is registered or a registration is in progress, and
+/// for a session that was handed snowflake values (its currval and lastval
+/// know them; native ones never saw them).
 fn routed() -> Option<Functions> {
-    registry::route_all().then(registry::functions).flatten()
+    routing().then(registry::functions).flatten()
+}
+
+/// Whether sequence calls are routed through ours (see [`routed`]).
+pub fn routing() -> bool {
+    handed::kept() || registry::route_all()
 }
 
 /// The same replacement for an expression the planner never sees: CALL's
@@ -237,6 +246,55 @@ pub unsafe fn rewrite_expression(node: *mut Node) -> *mut Node {
 pub unsafe fn served(node: *mut Node) -> bool {
     // SAFETY: the caller's contract.
     unsafe { finds(node, std::ptr::null_mut()) && routed().is_some() }
+}
+
+/// Whether an expression calls a sequence function whose native form would
+/// be wrong: of a registered sequence (or one decided at run time, or
+/// while a registration is in progress), or a currval or lastval whose
+/// answer this session keeps ([`handed`]). Where ours cannot be put in
+/// (COPY run by PostgreSQL), such an expression is refused; any other runs
+/// natively, as it would with nothing registered.
+///
+/// # Safety
+/// `node` is a valid expression tree.
+pub unsafe fn needs_ours(node: *mut Node) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { routing() && needs(node, std::ptr::null_mut()) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn needs(node: *mut Node, context: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: a node of the tree the walk was started on; the tags say
+    // which struct a node is.
+    unsafe {
+        if (*node).type_ == NodeTag::T_Query {
+            return query_walker(node.cast(), Some(needs), context);
+        }
+        let args = match (*node).type_ {
+            NodeTag::T_FuncExpr => (*node.cast::<pg_sys::FuncExpr>()).args,
+            NodeTag::T_OpExpr => (*node.cast::<pg_sys::OpExpr>()).args,
+            _ => std::ptr::null_mut(),
+        };
+        let first = (!args.is_null() && (*args).length > 0).then(|| (*(*args).elements).ptr_value.cast::<Node>());
+        let constant = first.filter(|a| (**a).type_ == NodeTag::T_Const).map(|a| a.cast::<pg_sys::Const>());
+        let sequence = constant.filter(|c| !(**c).constisnull).map(|c| Oid::from((*c).constvalue.value() as u32));
+        let needed = match native(node) {
+            None => false,
+            Some(_) if registry::in_progress() => true,
+            Some(Native::Identity(seq)) => registry::lookup(seq).is_some(),
+            Some(Native::Lastval) => handed::lastval().is_some(),
+            Some(Native::Currval) => {
+                sequence.is_none_or(|s| registry::lookup(s).is_some() || handed::currval(s).is_some())
+            }
+            Some(Native::Nextval | Native::Setval | Native::Setval3) => {
+                sequence.is_none_or(|s| registry::lookup(s).is_some())
+            }
+        };
+        needed || pg_sys::expression_tree_walker(node, Some(needs), context)
+    }
 }
 
 /// Whether `function` is a native sequence function (nextval, currval,
@@ -301,7 +359,8 @@ unsafe extern "C-unwind" fn replaces(node: *mut Node, context: *mut c_void) -> *
                     false,
                     true,
                 );
-                call(ours, pg_sys::lappend(std::ptr::null_mut(), arg.cast()), pg_sys::InvalidOid)
+                // Marked as planned here: see IDENTITY_DEFAULT.
+                call(ours, pg_sys::lappend(std::ptr::null_mut(), arg.cast()), nextval::IDENTITY_DEFAULT)
             }
             NodeTag::T_OpExpr => {
                 let copy = tree::expression_mutator(node, replaces, functions).cast::<pg_sys::OpExpr>();

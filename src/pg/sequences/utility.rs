@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::statement::{option_names, relation_oid};
-use super::{alter, copy, fence, names, nextval, parameters, registry, rewrite};
+use super::{alter, copy, fence, handed, names, nextval, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
@@ -36,11 +36,6 @@ static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
 /// LIKE's INCLUDING IDENTITY bit (its enum's integer type differs between versions).
 #[allow(clippy::unnecessary_cast)]
 const CREATE_TABLE_LIKE_IDENTITY: u32 = pg_sys::TableLikeOption::CREATE_TABLE_LIKE_IDENTITY as u32;
-
-/// Options of ALTER SEQUENCE that would open the fence.
-/// (INCREMENT too: a block's size is the registration's, and a negative one
-/// would count native values down below the fence.)
-const FENCE_OPTIONS: [&str; 5] = ["restart", "maxvalue", "cycle", "as", "increment"];
 
 pub fn init() {
     // SAFETY: hooks are chained from _PG_init, in the postmaster, once.
@@ -70,9 +65,8 @@ unsafe extern "C-unwind" fn process_utility(
     // SAFETY: as above: a DiscardStmt, by its tag.
     let discard =
         (kind == NodeTag::T_DiscardStmt).then(|| unsafe { (*statement.cast::<pg_sys::DiscardStmt>()).target });
-    if matches!(discard, Some(pg_sys::DiscardMode::DISCARD_ALL | pg_sys::DiscardMode::DISCARD_SEQUENCES)) {
-        nextval::forget_session();
-    }
+    // Forgotten once it ran (DISCARD ALL fails in a transaction block).
+    let forgets = matches!(discard, Some(pg_sys::DiscardMode::DISCARD_ALL | pg_sys::DiscardMode::DISCARD_SEQUENCES));
     // What runs after PostgreSQL's own statement.
     let mut after = After::Nothing;
     // SAFETY: a flag of this backend's transaction state.
@@ -164,6 +158,12 @@ unsafe extern "C-unwind" fn process_utility(
             After::LiftCopied(stmt, sources) => lift_copied_fences(stmt, &sources),
             After::DropDefaults(defaults) => alter::drop_defaults(&defaults),
         }
+        if pg_sys::IsTransactionState() {
+            fence::verify_rewritten();
+        }
+    }
+    if forgets {
+        handed::forget();
     }
 }
 
@@ -223,7 +223,7 @@ unsafe fn call_previous(
 unsafe fn check_alter_sequence(stmt: *mut pg_sys::AlterSeqStmt) {
     // SAFETY: the caller's contract.
     let options = unsafe { option_names((*stmt).options) };
-    if !options.iter().any(|o| FENCE_OPTIONS.contains(&o.as_str())) || registry::installed().is_none() {
+    if options.is_empty() || registry::installed().is_none() {
         return;
     }
     // SAFETY: the caller's contract; PostgreSQL's lookup, retried when the
@@ -237,9 +237,52 @@ unsafe fn check_alter_sequence(stmt: *mut pg_sys::AlterSeqStmt) {
             std::ptr::null_mut(),
         )
     };
+    if seq == pg_sys::InvalidOid || registry::lookup(seq).is_none() {
+        return;
+    }
+    // SAFETY: as above; the DefElems of the statement, read as ALTER
+    // SEQUENCE reads them (an invalid one raises the error it would).
+    let opening = unsafe { opening_option(seq, (*stmt).options) };
     // SAFETY: as above.
     let command = if unsafe { (*stmt).for_identity } { "ALTER TABLE" } else { "ALTER SEQUENCE" };
-    refuse_opening(seq, &options, command);
+    if let Some(option) = opening {
+        refuse_opening(seq, &option, command);
+    }
+}
+
+/// The first option of an ALTER SEQUENCE that would change what the fence
+/// holds: RESTART; NO MAXVALUE or another MAXVALUE; CYCLE; another type
+/// than bigint; another INCREMENT. Options that change nothing (NO CYCLE,
+/// AS bigint, the same MAXVALUE or INCREMENT, as ORMs' migrations write
+/// them) pass. (INCREMENT counts: a block's size is the registration's, and
+/// a negative one would count native values down below the fence.)
+///
+/// # Safety
+/// `list` is the statement's List of DefElem; `seq` is locked.
+unsafe fn opening_option(seq: Oid, list: *mut pg_sys::List) -> Option<String> {
+    let current = fence::options(seq)?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        for i in 0..list_length(list) {
+            let d = (*(*list).elements.add(i)).ptr_value.cast::<pg_sys::DefElem>();
+            if (*d).type_ != NodeTag::T_DefElem || (*d).defname.is_null() {
+                continue;
+            }
+            let name = std::ffi::CStr::from_ptr((*d).defname).to_string_lossy().into_owned();
+            let opens = match name.as_str() {
+                "restart" => true,
+                "maxvalue" => (*d).arg.is_null() || pg_sys::defGetInt64(d) != current.max,
+                "cycle" => pg_sys::defGetBoolean(d),
+                "as" => pg_sys::typenameTypeId(std::ptr::null_mut(), pg_sys::defGetTypeName(d)) != pg_sys::INT8OID,
+                "increment" => pg_sys::defGetInt64(d) != current.increment,
+                _ => false,
+            };
+            if opens {
+                return Some(name);
+            }
+        }
+    }
+    None
 }
 
 /// PostgreSQL's own owner check of ALTER SEQUENCE, as a lookup's callback.
@@ -284,7 +327,9 @@ unsafe fn check_drop_identity(stmt: *mut pg_sys::AlterTableStmt) {
             let seq = identity_sequence(table, column);
             if seq != pg_sys::InvalidOid {
                 pg_sys::LockRelationOid(seq, pg_sys::AccessExclusiveLock as _);
-                refuse_opening(seq, &["drop identity".to_string()], "ALTER TABLE");
+                if registry::lookup(seq).is_some() {
+                    refuse_opening(seq, "drop identity", "ALTER TABLE");
+                }
             }
         }
     }
@@ -464,15 +509,9 @@ unsafe fn identity_sequence(table: Oid, column: i16) -> Oid {
     pg_sys::InvalidOid
 }
 
-/// Refuses `command` with one of `options` on `seq` when it is registered
-/// (asked after the caller took the statement's lock).
-fn refuse_opening(seq: Oid, options: &[String], command: &str) {
-    if seq == pg_sys::InvalidOid || registry::lookup(seq).is_none() {
-        return;
-    }
-    let Some(option) = options.iter().find(|o| FENCE_OPTIONS.contains(&o.as_str()) || *o == "drop identity") else {
-        return;
-    };
+/// Refuses `command` with `option` on registered `seq` (decided after the
+/// caller took the statement's lock).
+fn refuse_opening(seq: Oid, option: &str, command: &str) -> ! {
     error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
@@ -489,7 +528,7 @@ fn refuse_opening(seq: Oid, options: &[String], command: &str) {
         "Unregister it first: SELECT snowflake_sequence_unregister({});",
         names::literal(&names::qualified(seq))
     ))
-    .raise(PgLogLevel::ERROR);
+    .raise(PgLogLevel::ERROR)
 }
 
 fn describe(option: &str) -> &'static str {
