@@ -90,7 +90,8 @@ fn both_extensions_load_in_either_order_and_both_generate() {
 /// every path, and pg_stat_statements still counts the statements. COPY FROM
 /// into a registered default is run by snowflake_id only where its utility
 /// hook is the last before PostgreSQL's; listed after another library, it
-/// refuses that COPY before reading a row, with a hint.
+/// refuses that COPY before reading a row, with a hint, and a COPY into a
+/// table whose default calls no registered sequence runs as usual.
 #[test]
 fn sequence_mode_chains_with_pg_stat_statements_in_either_order() {
     use std::io::Write;
@@ -132,6 +133,18 @@ fn sequence_mode_chains_with_pg_stat_statements_in_either_order() {
                 s = c.session();
             }
         }
+        // A table whose default no registration concerns: COPY works in
+        // either order, with its native values.
+        s.batch_execute("CREATE TABLE unconcerned (id bigserial PRIMARY KEY, note text)").unwrap();
+        let plain = s.copy_in("COPY unconcerned (note) FROM STDIN").and_then(|mut w| {
+            for i in 0..10 {
+                writeln!(w, "p{i}").unwrap();
+            }
+            w.finish()
+        });
+        assert_eq!(plain.map_err(|e| db_error(&e)), Ok(10), "{order}: COPY into a table nothing registered fills");
+        let native: i64 = s.query_one("SELECT max(id) FROM unconcerned", &[]).unwrap().get(0);
+        assert_eq!(native, 10, "{order}");
         let (rows, ours, distinct): (i64, i64, i64) = {
             let r = s
                 .query_one(

@@ -217,7 +217,10 @@ fn paths_no_plan_covers_fail_at_the_fence_with_a_hint() {
     let applied = &log[log.find(fence).unwrap() + fence.len()..];
     let applied = &applied[applied.find(fence).unwrap()..];
     let hint = applied.lines().nth(1).unwrap_or_default();
-    assert!(hint.contains("HINT:") && hint.contains("snowflake_sequence_nextval("), "the fence's hint in the log:\n{log}");
+    assert!(
+        hint.contains("HINT:") && hint.contains("snowflake_sequence_nextval("),
+        "the fence's hint in the log:\n{log}"
+    );
     let arrived: i64 = subscriber.one("SELECT count(*) FROM items");
     assert_eq!(arrived, 0, "no row arrives with a native key");
     s.batch_execute("ALTER SUBSCRIPTION items_sub DISABLE").unwrap();

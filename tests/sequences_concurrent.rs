@@ -246,6 +246,31 @@ fn sql_functions_call_the_registered_sequence_in_repeatable_read_after_a_write()
 /// at its insert, and its errors.
 type Written = (Vec<(i64, f64)>, Vec<String>);
 
+/// A prepared transaction runs no statement any more: a registration does
+/// not wait for it, unless it took values of the sequence (then the fence's
+/// lock waits for it, as ALTER SEQUENCE does).
+#[test]
+fn a_prepared_transaction_does_not_hold_a_registration_up() {
+    let c = Cluster::new("seqprepared", &[NODE[0], NODE[1], "max_prepared_transactions = 4"]);
+    c.start();
+    let mut s = c.session();
+    s.batch_execute("CREATE TABLE other (x int); CREATE SEQUENCE free; CREATE SEQUENCE taken").unwrap();
+    s.batch_execute("BEGIN; INSERT INTO other VALUES (1); PREPARE TRANSACTION 'unrelated'").unwrap();
+    s.batch_execute("BEGIN; SELECT nextval('taken'); PREPARE TRANSACTION 'took'").unwrap();
+    s.batch_execute("SET lock_timeout = '3s'; SELECT snowflake_sequence_register('free')").unwrap();
+    let e = s.batch_execute("SELECT snowflake_sequence_register('taken')").expect_err("waits for 'took'");
+    assert_eq!(db_error(&e).0, "55P03", "{e}");
+    for sql in
+        ["COMMIT PREPARED 'took'", "SELECT snowflake_sequence_register('taken')", "ROLLBACK PREPARED 'unrelated'"]
+    {
+        s.batch_execute(sql).unwrap();
+    }
+    for seq in ["free", "taken"] {
+        let id: i64 = s.query_one(&format!("SELECT nextval('{seq}')"), &[]).unwrap().get(0);
+        assert!(ours(&mut s, id), "{seq}: {id}");
+    }
+}
+
 /// Clients inserting one row per transaction into `table` until stopped.
 struct Writers {
     stop: Arc<AtomicBool>,
@@ -423,4 +448,173 @@ fn pgbench_clients_lose_nothing_while_sequences_are_registered_and_unregistered(
             assert_eq!(native, 0, "{table}: native values while registered ({rows} rows)");
         }
     }
+}
+
+/// Review of 0.7.0, finding 1: a logical replication apply worker replays a
+/// TRUNCATE ... RESTART IDENTITY with PostgreSQL's own functions, past every
+/// hook, and the subscriber's registered sequence restarted at 1. The fence
+/// is now set again before such a transaction commits, and a transaction
+/// that took native values after the reset fails: no row gets a small key.
+#[test]
+fn a_replicated_truncate_restart_identity_never_reopens_the_fence() {
+    let publisher = Cluster::new("seqtrpub", &["wal_level = logical", NODE[0], "snowflake_id.worker_id = 6"]);
+    let subscriber = Cluster::new("seqtrsub", &[NODE[0], NODE[1]]);
+    publisher.start();
+    subscriber.start();
+    let mut p = publisher.session();
+    let mut s = subscriber.session();
+    p.batch_execute("CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION pub FOR TABLE t").unwrap();
+    s.batch_execute(
+        "CREATE TABLE t (id int PRIMARY KEY, v text, sid bigserial);
+         SELECT snowflake_sequence_register_table('t');",
+    )
+    .unwrap();
+    s.batch_execute(&format!(
+        "CREATE SUBSCRIPTION sub CONNECTION 'host=127.0.0.1 port={} user=postgres dbname=postgres' PUBLICATION pub",
+        publisher.port
+    ))
+    .unwrap();
+    let fence: i64 =
+        s.query_one("SELECT seqmax FROM pg_sequence WHERE seqrelid = 't_sid_seq'::regclass", &[]).unwrap().get(0);
+    // The table synchronised (it is empty: a row would meet the fence, as
+    // the docs say of defaults an apply worker fills).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let synchronising = "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'";
+    while s.query_one(synchronising, &[]).unwrap().get::<_, i64>(0) > 0 {
+        assert!(Instant::now() < deadline, "the table never synchronised:\n{}", subscriber.log());
+        thread::sleep(Duration::from_millis(100));
+    }
+    // A TRUNCATE of its own transaction: the fence comes back with its commit.
+    let before: i64 = s.query_one("SELECT pg_relation_filenode('t_sid_seq')::bigint", &[]).unwrap().get(0);
+    p.batch_execute("TRUNCATE t RESTART IDENTITY").unwrap();
+    let fenced = |s: &mut postgres::Client| -> bool {
+        let row = s.query_one("SELECT last_value, is_called FROM t_sid_seq", &[]).unwrap();
+        row.get::<_, i64>(0) == fence && row.get::<_, bool>(1)
+    };
+    // Replayed once the truncate is applied: wait for a relfilenode change.
+    loop {
+        let now: i64 = s.query_one("SELECT pg_relation_filenode('t_sid_seq')::bigint", &[]).unwrap().get(0);
+        if now != before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the TRUNCATE was not replayed");
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(fenced(&mut s), "the fence is set again when the replayed TRUNCATE commits");
+    // A TRUNCATE and inserts in one transaction: the replayed transaction
+    // takes native values after the reset, and fails at its commit.
+    p.batch_execute("BEGIN; TRUNCATE t RESTART IDENTITY; INSERT INTO t VALUES (10, 'a'), (11, 'b'); COMMIT").unwrap();
+    let reported = "handed out native values after it was reset";
+    while !subscriber.log().contains(reported) {
+        assert!(Instant::now() < deadline, "the apply worker's transaction did not fail:\n{}", subscriber.log());
+        thread::sleep(Duration::from_millis(100));
+    }
+    let small: i64 = s.query_one("SELECT count(*) FROM t WHERE sid < 1000000", &[]).unwrap().get(0);
+    assert_eq!(small, 0, "no row got a native key");
+    assert!(fenced(&mut s), "the fence holds");
+    s.batch_execute("ALTER SUBSCRIPTION sub DISABLE").unwrap();
+}
+
+/// Review of 0.7.0, finding 6: registering a schema held one sequence's
+/// lock while it waited for the next one's, and clients that use them in
+/// the other order deadlocked (40P01). The locks are now taken all at once.
+#[test]
+fn registering_several_sequences_deadlocks_no_client() {
+    let c = cluster("seqmanylocks");
+    let mut s = c.session();
+    s.batch_execute(
+        "CREATE SCHEMA app;
+         CREATE TABLE app.orders (id bigserial PRIMARY KEY, v int);
+         CREATE TABLE app.lines (id bigserial PRIMARY KEY, v int);",
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..6)
+        .map(|i| {
+            let (mut w, stop) = (c.connect(), stop.clone());
+            // Half the clients in each order.
+            let tables = if i % 2 == 0 { ["app.lines", "app.orders"] } else { ["app.orders", "app.lines"] };
+            thread::spawn(move || {
+                let mut errors = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let sql = format!(
+                        "BEGIN; INSERT INTO {} (v) VALUES (1); SELECT pg_sleep(0.01); INSERT INTO {} (v) VALUES (1); COMMIT",
+                        tables[0], tables[1]
+                    );
+                    if let Err(e) = w.batch_execute(&sql) {
+                        errors.push(e.to_string());
+                        let _ = w.batch_execute("ROLLBACK");
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    s.batch_execute("SELECT snowflake_sequence_register_schema('app')").unwrap();
+    thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let errors: Vec<String> = clients.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    assert!(errors.is_empty(), "{} client transactions failed, first: {}", errors.len(), errors[0]);
+    let registered: i64 = s.query_one("SELECT count(*) FROM snowflake_sequences", &[]).unwrap().get(0);
+    assert_eq!(registered, 2);
+}
+
+/// Review of 0.7.0, finding 5: plans that name no relation (a generic plan
+/// of `nextval($1)`, a PL/pgSQL trigger's dynamic call) cached before the
+/// first registration of a database were never made again, and met the
+/// fence. A registration now resets every cached plan of the database.
+#[test]
+fn plans_that_name_no_relation_are_made_again_at_a_registration() {
+    let c = cluster("seqgeneric");
+    let mut s = c.session();
+    s.batch_execute(
+        "CREATE TABLE t (id bigint PRIMARY KEY, v int); CREATE SEQUENCE t_id_seq;
+         CREATE FUNCTION gen_id() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN NEW.id := nextval(TG_TABLE_NAME || '_id_seq'); RETURN NEW; END $$;
+         CREATE TRIGGER gen BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION gen_id();",
+    )
+    .unwrap();
+    let mut a = c.connect();
+    a.batch_execute(
+        "SET plan_cache_mode = force_generic_plan; PREPARE p(regclass) AS SELECT nextval($1);
+         INSERT INTO t (v) VALUES (1); EXECUTE p('t_id_seq');",
+    )
+    .unwrap();
+    s.batch_execute("SELECT snowflake_sequence_register('t_id_seq')").unwrap();
+    let id: i64 = a.query_one("INSERT INTO t (v) VALUES (2) RETURNING id", &[]).unwrap().get(0);
+    assert!(ours(&mut s, id), "the trigger's call: {id}");
+    let id: i64 = a.query_one("EXECUTE p('t_id_seq')", &[]).unwrap().get(0);
+    assert!(ours(&mut s, id), "the generic plan: {id}");
+}
+
+/// Review of 0.7.0, finding 3: after an unregistration, currval and lastval
+/// returned the last native value (a row of long ago) instead of the
+/// snowflake ID the session was handed; and after a registration, currval of
+/// a native value the session took before failed.
+#[test]
+fn currval_and_lastval_return_what_the_session_was_handed() {
+    let c = cluster("seqcurrval");
+    let mut s = c.session();
+    s.batch_execute("CREATE TABLE t (id bigserial PRIMARY KEY, v int)").unwrap();
+    let mut a = c.connect();
+    let mine: i64 = s.query_one("INSERT INTO t (v) VALUES (0) RETURNING id", &[]).unwrap().get(0);
+    let native: i64 = a.query_one("INSERT INTO t (v) VALUES (1) RETURNING id", &[]).unwrap().get(0);
+    s.batch_execute("SELECT snowflake_sequence_register_table('t')").unwrap();
+    let current: i64 = a.query_one("SELECT currval('t_id_seq')", &[]).unwrap().get(0);
+    assert_eq!(current, native, "a value taken before the registration");
+    // The registering session's own: the fence's setval is no value it took.
+    let row = s.query_one("SELECT currval('t_id_seq'), lastval()", &[]).unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (mine, mine), "the registering session's");
+    let mut fresh = c.connect();
+    fresh.batch_execute("CREATE SEQUENCE untouched; SELECT snowflake_sequence_register('untouched')").unwrap();
+    let (code, message, _) = db_error(&fresh.batch_execute("SELECT currval('untouched')").unwrap_err());
+    assert_eq!(code, "55000", "currval before any nextval, in the session that registered: {message}");
+    let id: i64 = a.query_one("INSERT INTO t (v) VALUES (2) RETURNING id", &[]).unwrap().get(0);
+    s.batch_execute("SELECT snowflake_sequence_unregister('t_id_seq')").unwrap();
+    let (current, last): (i64, i64) = {
+        let row = a.query_one("SELECT currval('t_id_seq'), lastval()", &[]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((current, last), (id, id), "the snowflake ID handed out, after the unregistration");
 }
