@@ -145,6 +145,28 @@ fn sequence_mode_chains_with_pg_stat_statements_in_either_order() {
         assert_eq!(plain.map_err(|e| db_error(&e)), Ok(10), "{order}: COPY into a table nothing registered fills");
         let native: i64 = s.query_one("SELECT max(id) FROM unconcerned", &[]).unwrap().get(0);
         assert_eq!(native, 10, "{order}");
+        // And while another sequence's registration waits for a
+        // transaction older than it.
+        s.batch_execute("CREATE SEQUENCE waiting").unwrap();
+        let mut holder = c.connect();
+        holder.batch_execute("BEGIN; SELECT 1").unwrap();
+        let mut registering = c.connect();
+        let waiter = std::thread::spawn(move || {
+            registering.batch_execute("SELECT snowflake_sequence_register('waiting')").map_err(|e| db_error(&e))
+        });
+        let waits = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%register%'";
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while s.query_one(waits, &[]).unwrap().get::<_, i64>(0) == 0 {
+            assert!(std::time::Instant::now() < deadline, "{order}: the registration never waited");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let during = s.copy_in("COPY unconcerned (note) FROM STDIN").and_then(|mut w| {
+            writeln!(w, "during").unwrap();
+            w.finish()
+        });
+        assert_eq!(during.map_err(|e| db_error(&e)), Ok(1), "{order}: COPY while a registration waits");
+        holder.batch_execute("COMMIT").unwrap();
+        assert_eq!(waiter.join().unwrap(), Ok(()), "{order}");
         let (rows, ours, distinct): (i64, i64, i64) = {
             let r = s
                 .query_one(

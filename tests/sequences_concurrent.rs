@@ -597,15 +597,17 @@ fn currval_and_lastval_return_what_the_session_was_handed() {
     let c = cluster("seqcurrval");
     let mut s = c.session();
     s.batch_execute("CREATE TABLE t (id bigserial PRIMARY KEY, v int)").unwrap();
+    s.batch_execute("CREATE SEQUENCE other").unwrap();
     let mut a = c.connect();
     let mine: i64 = s.query_one("INSERT INTO t (v) VALUES (0) RETURNING id", &[]).unwrap().get(0);
+    let other: i64 = s.query_one("SELECT nextval('other')", &[]).unwrap().get(0);
     let native: i64 = a.query_one("INSERT INTO t (v) VALUES (1) RETURNING id", &[]).unwrap().get(0);
     s.batch_execute("SELECT snowflake_sequence_register_table('t')").unwrap();
     let current: i64 = a.query_one("SELECT currval('t_id_seq')", &[]).unwrap().get(0);
     assert_eq!(current, native, "a value taken before the registration");
     // The registering session's own: the fence's setval is no value it took.
     let row = s.query_one("SELECT currval('t_id_seq'), lastval()", &[]).unwrap();
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (mine, mine), "the registering session's");
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (mine, other), "the registering session's");
     let mut fresh = c.connect();
     fresh.batch_execute("CREATE SEQUENCE untouched; SELECT snowflake_sequence_register('untouched')").unwrap();
     let (code, message, _) = db_error(&fresh.batch_execute("SELECT currval('untouched')").unwrap_err());

@@ -289,18 +289,39 @@ fn drop_extension_asks_for_cascade_and_a_second_registration_can_be_undone() {
     assert_eq!(ids[1] - ids[0], 1, "native again: {ids:?}");
 }
 
-/// Review finding 14: nextval reached through an operator was not served.
+/// Review finding 14 (0.6.0): nextval reached through an operator was not
+/// served. Third review of 0.7.0, finding 1: the planner serves it, but an
+/// operator hides the call from the checks made by name (a setval so spelt
+/// in COPY's WHERE, EXECUTE's parameters, a table rewrite or an inlined SQL
+/// function moved a registered sequence below its fence). Where sequence
+/// mode is installed no operator over nextval or setval is made, and no
+/// sequence is registered while one exists.
 #[test]
-fn an_operator_over_nextval_is_served() {
+fn operators_over_sequence_functions_are_refused() {
     let c = cluster("seqoperator");
     let mut s = c.session();
-    s.batch_execute(
-        "CREATE SEQUENCE reg_id_seq; SELECT snowflake_sequence_register('reg_id_seq');
-         CREATE OPERATOR @@ (RIGHTARG = regclass, FUNCTION = pg_catalog.nextval);",
+    s.batch_execute("CREATE SEQUENCE reg_id_seq; SELECT snowflake_sequence_register('reg_id_seq')").unwrap();
+    for ddl in [
+        "CREATE OPERATOR @@ (RIGHTARG = regclass, FUNCTION = pg_catalog.nextval)",
+        "CREATE OPERATOR #= (LEFTARG = regclass, RIGHTARG = bigint, FUNCTION = setval)",
+    ] {
+        let (code, message, _) = error_of(&mut s, ddl);
+        assert_eq!(code, "0A000", "{ddl}: {message}");
+    }
+    s.batch_execute("CREATE OPERATOR <+> (LEFTARG = int, RIGHTARG = int, FUNCTION = int4pl)").unwrap();
+    c.connect().batch_execute("CREATE DATABASE ops").unwrap();
+    let mut ops = connect_as(&c, "ops", "postgres");
+    ops.batch_execute(
+        "CREATE OPERATOR @@ (RIGHTARG = regclass, FUNCTION = pg_catalog.nextval);
+         CREATE EXTENSION snowflake_id; CREATE SEQUENCE s;",
     )
     .unwrap();
-    let id: i64 = s.query_one("SELECT @@ 'reg_id_seq'::regclass", &[]).unwrap().get(0);
-    assert!(ours(&mut s, id));
+    let (code, message, hint) = error_of(&mut ops, "SELECT snowflake_sequence_register('s')");
+    assert_eq!(code, "0A000", "{message}");
+    assert!(hint.contains("DROP OPERATOR @@(NONE,regclass)"), "{hint}");
+    ops.batch_execute("DROP OPERATOR @@ (NONE, regclass); SELECT snowflake_sequence_register('s')").unwrap();
+    let id: i64 = ops.query_one("SELECT nextval('s')", &[]).unwrap().get(0);
+    assert!(ours(&mut ops, id));
 }
 
 /// Runs pg_dump of database `db` into a custom-format file; returns its path.
@@ -785,6 +806,21 @@ fn a_registry_row_inserted_by_hand_is_held_to_the_floor_and_the_columns() {
     s.batch_execute(&row("fut_id_seq")).unwrap();
     let id: i64 = s.query_one("INSERT INTO fut (v) VALUES (2) RETURNING id", &[]).unwrap().get(0);
     assert!(id > native && ours(&mut s, id), "{id} above {native}");
+    // Third review of 0.7.0: a floor refused (days ahead, beyond
+    // max_clock_drift) leaves the row out instead of failing the statement
+    // (a restore's COPY); a row whose native MAXVALUE lies below the
+    // sequence's is no dump's fence: the fence is set where the sequence is.
+    s.batch_execute(
+        "CREATE SEQUENCE far; SELECT setval('far', snowflake_from_timestamp(clock_timestamp() + interval '3 days'));
+         CREATE SEQUENCE odd; SELECT nextval('odd');",
+    )
+    .unwrap();
+    s.batch_execute(&row("far")).unwrap_or_else(|e| panic!("a refused floor failed the statement: {:?}", db_error(&e)));
+    assert!(c.log().contains("\"far\" left out: snowflake ID"), "{}", c.log());
+    s.batch_execute("INSERT INTO snowflake_sequence_registry VALUES ('odd', 'either', 1000, false)").unwrap();
+    let fence: i64 =
+        s.query_one("SELECT seqmax FROM pg_sequence WHERE seqrelid = 'odd'::regclass", &[]).unwrap().get(0);
+    assert_eq!(fence, 2, "the fence where the sequence stands (a fresh one gives up one value)");
 }
 
 /// Second review of 0.7.0, findings 4 and 5: a setval above the fence took

@@ -10,7 +10,7 @@
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::error::{self, Raise};
+use super::error::{self, ErrorReport, Raise};
 use super::generate::format_ms;
 use super::{clock, ffi, marks, settings};
 use crate::snowflake::id_space::{self, FloorError};
@@ -27,22 +27,29 @@ fn snowflake_raise_floor(id: i64) -> i64 {
 /// [`snowflake_raise_floor`]'s work, also a registered sequence's forward
 /// `setval` ([`super::sequences`]).
 pub fn raise_to(id: i64) -> i64 {
+    try_raise_to(id).unwrap_or_else(|refused| refused.raise(PgLogLevel::ERROR))
+}
+
+/// [`raise_to`], its refusals returned (a restore's registry row that one
+/// of them concerns is left out, and the restore goes on).
+pub fn try_raise_to(id: i64) -> Result<i64, Box<ErrorReport>> {
     if ffi::recovery_in_progress() {
-        error::new(
-            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            "cannot raise the snowflake ID floor during recovery",
-        )
-        .set_detail("A standby takes its floor from its primary's WAL.")
-        .set_hint("Raise the floor on the primary; its standbys replay it.")
-        .raise(PgLogLevel::ERROR);
+        return Err(Box::new(
+            error::new(
+                PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                "cannot raise the snowflake ID floor during recovery",
+            )
+            .set_detail("A standby takes its floor from its primary's WAL.")
+            .set_hint("Raise the floor on the primary; its standbys replay it."),
+        ));
     }
     let config = settings::config();
-    let (floor, decoded) = id_space::floor_above(&config.codec, config.node, id).unwrap_or_else(|e| refuse(id, e));
+    let (floor, decoded) = id_space::floor_above(&config.codec, config.node, id).map_err(|e| refuse(id, e))?;
     let drift_ms = settings::max_drift_ms();
     let now = clock::now();
     let at = config.codec.instant_of(decoded.tick);
     if at.is_none_or(|at| at.0 > now.0.saturating_add(drift_ms as i64)) {
-        error::new(
+        return Err(Box::new(error::new(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("snowflake ID {id} lies more than snowflake_id.max_clock_drift ahead of the clock"),
         )
@@ -55,14 +62,13 @@ pub fn raise_to(id: i64) -> i64 {
         .set_hint(
             "Check that the ID is one of this server's settings (snowflake_decode() shows its time). If IDs really \
              ran this far ahead, raise snowflake_id.max_clock_drift first.",
-        )
-        .raise(PgLogLevel::ERROR);
+        )));
     }
     let next = marks::raise_floor(floor);
-    config.codec.template(config.node).encode(next.position, next.clock_back)
+    Ok(config.codec.template(config.node).encode(next.position, next.clock_back))
 }
 
-fn refuse(id: i64, e: FloorError) -> ! {
+fn refuse(id: i64, e: FloorError) -> Box<ErrorReport> {
     let (detail, hint) = match e {
         FloorError::Invalid(why) => (
             format!("It is no ID of this server's layout ({}): {why}.", settings::config().codec.layout),
@@ -88,10 +94,14 @@ fn refuse(id: i64, e: FloorError) -> ! {
             "Give the largest ID this server's tables actually hold, such as max(id) of a table it fills.",
         ),
     };
-    error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("cannot raise the snowflake ID floor to {id}"))
+    Box::new(
+        error::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("cannot raise the snowflake ID floor to {id}"),
+        )
         .set_detail(detail)
-        .set_hint(hint)
-        .raise(PgLogLevel::ERROR)
+        .set_hint(hint),
+    )
 }
 
 // A floor raised too far stops generation for as long, up to

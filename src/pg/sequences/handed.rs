@@ -108,32 +108,24 @@ pub fn lastval() -> Option<(Oid, i64)> {
 }
 
 /// Runs `write`, a setval of the fence's on `seq`, keeping what this
-/// session's currval and lastval answered before it: PostgreSQL's own
-/// setval sets them, as ALTER SEQUENCE (which a registration stands for)
-/// does not. What they answered is read from native currval and lastval in
-/// subtransactions (they raise an ERROR where nothing is defined); that is
-/// a registration's cost, never a call's.
+/// session's currval answered before it: PostgreSQL's own setval sets it,
+/// as ALTER SEQUENCE (which a registration stands for) does not. What it
+/// answered is read from native currval in a subtransaction (it raises an
+/// ERROR where nothing is defined); that is a registration's cost, never a
+/// call's. Native lastval is not read: it would lock the session's last
+/// sequence, whichever that is, to the transaction's end. So where that
+/// last sequence is `seq` itself, lastval answers the value the write left.
 pub fn preserving(seq: Oid, write: impl FnOnce()) {
     if currval(seq).is_some() {
         write();
         return;
     }
-    let before = native(pg_sys::F_CURRVAL, seq);
-    // SAFETY: see the statics.
-    let lastval_native = unsafe { LAST }.is_none();
-    let last_before = before.filter(|_| lastval_native).and_then(|_| native(pg_sys::F_LASTVAL, pg_sys::InvalidOid));
+    let before = native_currval(seq);
     write();
     // SAFETY: see the statics.
     unsafe {
         (*std::ptr::addr_of_mut!(CURRENT)).get_or_insert_with(HashMap::new).insert(seq, before);
         KEPT = true;
-    }
-    // Native lastval changed with the write: its last nextval was `seq`'s.
-    if let (Some(value), Some(last)) = (before, last_before) {
-        if native(pg_sys::F_LASTVAL, pg_sys::InvalidOid) != Some(last) {
-            // SAFETY: see the statics.
-            unsafe { LAST = Some((seq, value)) };
-        }
     }
 }
 
@@ -150,13 +142,12 @@ unsafe fn retire_last(seq: Oid) {
     }
 }
 
-/// Native currval (`seq`) or lastval (no argument), as the bootstrap
-/// superuser, in a subtransaction that is rolled back (the lock it takes
-/// on the sequence goes with it): `None` where it raises its "not yet
-/// defined" ERROR (55000). Any other ERROR (a cancel, a timeout) ends the
-/// subtransaction and is raised again.
-fn native(function: u32, seq: Oid) -> Option<i64> {
-    let function = Oid::from(function);
+/// Native currval of `seq`, as the bootstrap superuser, in a subtransaction
+/// that is rolled back: `None` where it raises its "not yet defined" ERROR
+/// (55000). Any other ERROR (a cancel, a timeout) ends the subtransaction
+/// and is raised again. (The lock it takes is on `seq`, which the caller
+/// holds already.)
+fn native_currval(seq: Oid) -> Option<i64> {
     /// Ends the subtransaction, as PL/pgSQL's exception blocks do: rolled
     /// back, with the memory context and resource owner the abort resets.
     struct Subtransaction(pg_sys::MemoryContext, pg_sys::ResourceOwner);
@@ -177,11 +168,7 @@ fn native(function: u32, seq: Oid) -> Option<i64> {
             let subtransaction = Subtransaction(pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner);
             pg_sys::BeginInternalSubTransaction(std::ptr::null());
             let value = PgTryBuilder::new(|| {
-                let datum = if seq == pg_sys::InvalidOid {
-                    pg_sys::OidFunctionCall0Coll(function, pg_sys::InvalidOid)
-                } else {
-                    pg_sys::OidFunctionCall1Coll(function, pg_sys::InvalidOid, seq.into())
-                };
+                let datum = pg_sys::OidFunctionCall1Coll(pg_sys::F_CURRVAL.into(), pg_sys::InvalidOid, seq.into());
                 Some(datum.value() as i64)
             })
             .catch_when(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, |_| None)

@@ -22,6 +22,8 @@
 //! - [`copy`]: COPY FROM fills registered defaults with our functions;
 //! - [`alter`]: so do ALTER TABLE's table rewrites;
 //! - [`hint`]: the fence's error gets a hint;
+//! - [`operators`]: no operator over nextval or setval, which would hide
+//!   the call from the checks made by name;
 //! - [`names`], [`privileged`], [`statement`]: how relations are named,
 //!   work done as superuser, what a utility statement names.
 //!
@@ -40,6 +42,7 @@ mod in_progress;
 mod inline;
 mod names;
 mod nextval;
+mod operators;
 mod parameters;
 mod privileged;
 mod register;

@@ -22,7 +22,7 @@ use pgrx::PgLogLevel;
 
 use super::nextval::{self, check_block, resume_value, Check};
 use super::registry::{self, Installed};
-use super::{fence, names, privileged};
+use super::{fence, names, operators, privileged};
 use crate::pg::error::{self, Raise};
 use crate::pg::{clock, floor, settings};
 use crate::snowflake::time::UnixMillis;
@@ -102,7 +102,9 @@ fn register(seqs: &[Oid], mode: &str) {
     if todo.is_empty() {
         return;
     }
+    raise(operators::check_none(&names::regclass_name(todo[0])));
     fence::lock(&todo, &installed);
+    let mut rows = Vec::with_capacity(todo.len());
     for seq in todo {
         // Decided again under the lock: a registration that committed
         // meanwhile is seen now, and the options and value read below
@@ -131,26 +133,54 @@ fn register(seqs: &[Oid], mode: &str) {
         } else {
             replaced.max
         };
-        let query = format!(
-            "INSERT INTO {}.snowflake_sequence_registry (seq, block_mode, native_max, native_cycle) \
-             VALUES ($1, $2, $3, $4)",
-            schema_name(&installed)
-        );
+        rows.push((seq, native_max, replaced.cycle));
+    }
+    if rows.is_empty() {
+        return;
+    }
+    // One statement for all: each statement's end drops every backend's
+    // registry, which the next one would read whole again.
+    let query = format!(
+        "INSERT INTO {}.snowflake_sequence_registry (seq, block_mode, native_max, native_cycle) \
+         SELECT s::pg_catalog.regclass, $2, m, c \
+         FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS r(s, m, c)",
+        schema_name(&installed)
+    );
+    let seqs: Vec<Oid> = rows.iter().map(|r| r.0).collect();
+    let maxes: Vec<i64> = rows.iter().map(|r| r.1).collect();
+    let cycles: Vec<bool> = rows.iter().map(|r| r.2).collect();
+    {
+        let _registering = Registering::begin();
         privileged::run(|| {
-            Spi::run_with_args(
-                &query,
-                &[
-                    // SAFETY: an OID datum, given as a regclass (the column's type).
-                    unsafe { pgrx::datum::DatumWithOid::new(seq, pg_sys::REGCLASSOID) },
-                    mode.into(),
-                    native_max.into(),
-                    replaced.cycle.into(),
-                ],
-            )
-            .unwrap_or_else(|e| pgrx::error!("the registry cannot be written: {e}"))
+            Spi::run_with_args(&query, &[seqs.into(), mode.into(), maxes.into(), cycles.into()])
+                .unwrap_or_else(|e| pgrx::error!("the registry cannot be written: {e}"))
         });
     }
     registry::changed(installed.table);
+}
+
+// SAFETY (for REGISTERING): a backend runs one thread.
+/// Set while [`register`] writes the rows it checked and fenced: the row
+/// trigger lets them through as they are.
+static mut REGISTERING: bool = false;
+
+/// REGISTERING, set for its life, reset on an ERROR too (pgrx unwinds
+/// through it).
+struct Registering;
+
+impl Registering {
+    fn begin() -> Registering {
+        // SAFETY: see REGISTERING.
+        unsafe { REGISTERING = true };
+        Registering
+    }
+}
+
+impl Drop for Registering {
+    fn drop(&mut self) {
+        // SAFETY: see REGISTERING.
+        unsafe { REGISTERING = false };
+    }
 }
 
 /// The sequence's own values lie below every ID it serves from now on: a
@@ -185,8 +215,7 @@ fn floor_above(seq: Oid) -> Check {
             .set_hint("Register it as a role granted EXECUTE on snowflake_raise_floor(bigint)."),
         ));
     }
-    floor::raise_to(last);
-    Ok(())
+    floor::try_raise_to(last).map(|_| ())
 }
 
 /// `snowflake_sequence_unregister(seq)`.
@@ -278,6 +307,8 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
     // SAFETY: a flag of the current role.
     let superuser = unsafe { pg_sys::superuser() };
     match event {
+        // SAFETY: see REGISTERING.
+        pg_sys::TRIGGER_EVENT_INSERT if unsafe { REGISTERING } => {}
         pg_sys::TRIGGER_EVENT_INSERT => {
             let new_row = row(new.expect("an INSERT has a new row"));
             // SAFETY: a catalog lookup.
@@ -310,6 +341,7 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
                 .and_then(|()| check_type(seq, options.type_oid))
                 .and_then(|()| check_block(options.increment, &new_row.block_mode))
                 .and_then(|()| check_columns(seq))
+                .and_then(|()| operators::check_none(&names::regclass_name(seq)))
                 .and_then(|()| {
                     fence::lock(&[seq], &installed);
                     floor_above(seq)
@@ -331,11 +363,11 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
                 warning.report(PgLogLevel::WARNING);
                 return pg_sys::Datum::from(0);
             }
-            // A dump's sequence arrives with its fence as MAXVALUE (other
-            // than the row's native one), its value set after the rows:
-            // the fence stays where the dump has it.
+            // A dump's sequence arrives with its fence as MAXVALUE (below
+            // the row's native one), its value set after the rows: the
+            // fence stays where the dump has it.
             let options = fence::options(seq).unwrap_or_else(|| not_a_sequence(seq));
-            if options.max != new_row.native_max && !options.cycle {
+            if options.max < new_row.native_max && !options.cycle {
                 fence::keep(seq);
             } else {
                 fence::set(seq);
@@ -374,7 +406,8 @@ pub unsafe extern "C-unwind" fn snowflake_sequence_registry_check(fcinfo: pg_sys
     for tuple in [old, new].into_iter().flatten() {
         fence::invalidate(row(tuple).seq);
     }
-    registry::changed(installed.table);
+    // The statement trigger tells every backend, once a statement (a
+    // restore's COPY of many rows).
     // SAFETY: the row PostgreSQL goes on with: the new one, or the one deleted.
     pg_sys::Datum::from(new.or(old).unwrap_or(std::ptr::null_mut()))
 }

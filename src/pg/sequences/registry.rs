@@ -177,11 +177,6 @@ pub fn route_all() -> bool {
     with(Registry::route_all).unwrap_or(false)
 }
 
-/// Whether another transaction is registering sequences in this database.
-pub fn in_progress() -> bool {
-    with(|r| r.in_progress).unwrap_or(false)
-}
-
 /// The registration of `seq`, if any.
 pub fn lookup(seq: Oid) -> Option<Entry> {
     with(|r| r.entries.get(&seq).copied()).flatten()
@@ -399,7 +394,11 @@ unsafe fn read_entries(table: Oid, registry: &mut Registry) {
         let width = (*desc).natts as usize;
         let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); width], vec![true; width]);
         let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+        #[cfg(not(feature = "pg19"))]
         let scan = pg_sys::table_beginscan(rel, snapshot, 0, std::ptr::null_mut());
+        // PostgreSQL 19 takes scan options of the caller's too: none.
+        #[cfg(feature = "pg19")]
+        let scan = pg_sys::table_beginscan(rel, snapshot, 0, std::ptr::null_mut(), pg_sys::ScanOptions::SO_NONE);
         let mut rows = Vec::new();
         loop {
             let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);

@@ -249,11 +249,12 @@ pub unsafe fn served(node: *mut Node) -> bool {
 }
 
 /// Whether an expression calls a sequence function whose native form would
-/// be wrong: of a registered sequence (or one decided at run time, or
-/// while a registration is in progress), or a currval or lastval whose
-/// answer this session keeps ([`handed`]). Where ours cannot be put in
-/// (COPY run by PostgreSQL), such an expression is refused; any other runs
-/// natively, as it would with nothing registered.
+/// be wrong: of a registered sequence (or one decided at run time), or a
+/// currval or lastval whose answer this session keeps ([`handed`]). Where
+/// ours cannot be put in (COPY run by PostgreSQL), such an expression is
+/// refused; any other runs natively, as it would with nothing registered
+/// (a registration in progress waits for the sequence's lock, which native
+/// nextval holds, so it fences the sequence after such a statement).
 ///
 /// # Safety
 /// `node` is a valid expression tree.
@@ -283,7 +284,6 @@ unsafe extern "C-unwind" fn needs(node: *mut Node, context: *mut c_void) -> bool
         let sequence = constant.filter(|c| !(**c).constisnull).map(|c| Oid::from((*c).constvalue.value() as u32));
         let needed = match native(node) {
             None => false,
-            Some(_) if registry::in_progress() => true,
             Some(Native::Identity(seq)) => registry::lookup(seq).is_some(),
             Some(Native::Lastval) => handed::lastval().is_some(),
             Some(Native::Currval) => {

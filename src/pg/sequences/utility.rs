@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::statement::{option_names, relation_oid};
-use super::{alter, copy, fence, handed, names, nextval, parameters, registry, rewrite};
+use super::{alter, copy, fence, handed, names, nextval, operators, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
@@ -90,6 +90,11 @@ unsafe extern "C-unwind" fn process_utility(
                     after = After::Refence(statement.cast());
                 }
                 NodeTag::T_DropStmt => check_drop_extension(statement.cast()),
+                NodeTag::T_DefineStmt
+                    if operators::creates_operator(statement.cast()) && registry::installed().is_some() =>
+                {
+                    after = After::CheckOperators(operators::over_sequence_functions());
+                }
                 NodeTag::T_CreateStmt => {
                     let sources = identity_sources(statement.cast());
                     if !sources.is_empty() {
@@ -157,6 +162,7 @@ unsafe extern "C-unwind" fn process_utility(
             After::Refence(stmt) => refence_truncated(stmt),
             After::LiftCopied(stmt, sources) => lift_copied_fences(stmt, &sources),
             After::DropDefaults(defaults) => alter::drop_defaults(&defaults),
+            After::CheckOperators(before) => operators::refuse_new(&before),
         }
         if pg_sys::IsTransactionState() {
             fence::verify_rewritten();
@@ -177,6 +183,8 @@ enum After {
     LiftCopied(*mut pg_sys::CreateStmt, Vec<Oid>),
     /// Drops the defaults a table rewrite gave columns of a domain.
     DropDefaults(alter::DomainDefaults),
+    /// Refuses an operator CREATE OPERATOR made over nextval or setval.
+    CheckOperators(Vec<String>),
 }
 
 type Arguments = (
