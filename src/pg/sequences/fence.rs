@@ -147,7 +147,11 @@ unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _
     use pg_sys::XactEvent::*;
     match event {
         XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => check_rewritten(),
-        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
+        XACT_EVENT_ABORT
+        | XACT_EVENT_PARALLEL_ABORT
+        | XACT_EVENT_COMMIT
+        | XACT_EVENT_PARALLEL_COMMIT
+        | XACT_EVENT_PREPARE => {
             registry::take_touched();
             // SAFETY: see VERIFIED.
             unsafe { VERIFIED = None };
@@ -157,16 +161,27 @@ unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _
 }
 
 // SAFETY (for VERIFIED): a backend runs one thread.
-/// The storage (relfilenode) each registered sequence had when this
-/// transaction last saw its fence hold, by setting it or by a statement the
-/// utility hook let through.
-static mut VERIFIED: Option<HashMap<Oid, Oid>> = None;
+/// The storages (relfilenodes) each registered sequence had when this
+/// transaction saw its fence hold, by setting it or by a statement the
+/// utility hook let through: all of them, since a ROLLBACK TO SAVEPOINT
+/// gives a sequence back a storage it had before.
+static mut VERIFIED: Option<HashMap<Oid, Vec<Oid>>> = None;
 
 /// Notes that `seq`'s fence holds with the storage it has now.
 pub fn verified(seq: Oid) {
     let Some(storage) = storage(seq) else { return };
     // SAFETY: see VERIFIED.
-    unsafe { (*std::ptr::addr_of_mut!(VERIFIED)).get_or_insert_with(HashMap::new).insert(seq, storage) };
+    let seen = unsafe { (*std::ptr::addr_of_mut!(VERIFIED)).get_or_insert_with(HashMap::new).entry(seq).or_default() };
+    if !seen.contains(&storage) {
+        seen.push(storage);
+    }
+}
+
+/// Whether `seq`'s fence was seen to hold with the storage it has now.
+fn holds_as_verified(seq: Oid) -> bool {
+    // SAFETY: see VERIFIED.
+    let seen = unsafe { (*std::ptr::addr_of!(VERIFIED)).as_ref().and_then(|v| v.get(&seq)) };
+    seen.is_some_and(|storages| storage(seq).is_some_and(|now| storages.contains(&now)))
 }
 
 /// After a statement the utility hook let through: a registered sequence
@@ -180,13 +195,11 @@ pub fn verify_rewritten() {
     // taken in (a no-op where it wrote nothing), so that the relations it
     // rewrote are among those touched.
     unsafe { pg_sys::CommandCounterIncrement() };
-    // SAFETY: see VERIFIED.
-    let verified = |seq: Oid| unsafe { (*std::ptr::addr_of!(VERIFIED)).as_ref().and_then(|v| v.get(&seq).copied()) };
     // SAFETY: a catalog lookup.
     let sequence = |rel: Oid| unsafe { pg_sys::get_rel_relkind(rel) } == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char;
     // The registry is read last: most statements rewrite no sequence.
     for seq in registry::take_newly_touched() {
-        if sequence(seq) && rewritten_here(seq) && verified(seq) != storage(seq) && registry::lookup(seq).is_some() {
+        if sequence(seq) && rewritten_here(seq) && !holds_as_verified(seq) && registry::lookup(seq).is_some() {
             verified_if_at_fence(seq);
         }
     }
@@ -220,13 +233,11 @@ fn storage(rel: Oid) -> Option<Oid> {
 /// rewrote after its fence was last seen to hold keeps its fence, or the
 /// transaction fails.
 fn check_rewritten() {
-    // SAFETY: see VERIFIED.
-    let verified = unsafe { (*std::ptr::addr_of_mut!(VERIFIED)).take() }.unwrap_or_default();
     for seq in registry::take_touched() {
         // SAFETY: catalog lookups.
         if unsafe { pg_sys::get_rel_relkind(seq) } != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char
             || !rewritten_here(seq)
-            || verified.get(&seq).is_some_and(|v| Some(*v) == storage(seq))
+            || holds_as_verified(seq)
             || registry::lookup(seq).is_none()
         {
             continue;

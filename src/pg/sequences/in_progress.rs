@@ -85,6 +85,33 @@ pub fn seen(extension: Oid) -> bool {
     count > 0
 }
 
+/// Waits for the registrations in progress in this database to end, and
+/// keeps new ones from beginning until this transaction ends (for DROP
+/// EXTENSION, which then reads the registry as they left it).
+pub fn exclude(extension: Oid) {
+    lock_for_transaction(&tag(extension), pg_sys::ExclusiveLock);
+    // SAFETY: in a transaction; takes in the invalidations the
+    // registrations sent.
+    unsafe { pg_sys::AcceptInvalidationMessages() };
+}
+
+/// Takes `mode` on `tag` for the top transaction (released at its end,
+/// whichever subtransaction asks); the resource owner is restored whatever
+/// happens.
+fn lock_for_transaction(tag: &pg_sys::LOCKTAG, mode: u32) {
+    // SAFETY: a heavyweight lock in a live transaction, owned by its top
+    // resource owner.
+    unsafe {
+        let saved = pg_sys::CurrentResourceOwner;
+        pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        let acquired = std::panic::catch_unwind(|| pg_sys::LockAcquire(tag, mode as _, false, false));
+        pg_sys::CurrentResourceOwner = saved;
+        if let Err(e) = acquired {
+            std::panic::resume_unwind(e);
+        }
+    }
+}
+
 /// Runs the signal, the publication and the wait, unless this transaction
 /// ran them already.
 pub fn begin(extension: Oid, registry_table: Oid) {
@@ -94,16 +121,9 @@ pub fn begin(extension: Oid, registry_table: Oid) {
         return;
     }
     let tag = tag(extension);
-    // SAFETY: a heavyweight lock owned by the top transaction, released at
-    // its end; the resource owner is restored whatever happens.
+    lock_for_transaction(&tag, pg_sys::ShareLock);
+    // SAFETY: see the statics; in a live transaction.
     unsafe {
-        let saved = pg_sys::CurrentResourceOwner;
-        pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
-        let acquired = std::panic::catch_unwind(|| pg_sys::LockAcquire(&tag, pg_sys::ShareLock as _, false, false));
-        pg_sys::CurrentResourceOwner = saved;
-        if let Err(e) = acquired {
-            std::panic::resume_unwind(e);
-        }
         BEGUN = Some((transaction, registry_table));
         publish(pg_sys::InvalidOid);
     }

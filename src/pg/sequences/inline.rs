@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 
-use super::{handed, registry, rewrite};
+use super::{handed, parameters, registry, rewrite};
 
 static mut PREVIOUS: pg_sys::needs_fmgr_hook_type = None;
 
@@ -86,7 +86,8 @@ unsafe fn call_previous(previous: unsafe extern "C-unwind" fn(Oid) -> bool, func
 }
 
 /// Whether `function` is an SQL function whose body names nextval, currval,
-/// setval or lastval (as text, or in a BEGIN ATOMIC body's node tree).
+/// setval or lastval (as the parser reads its text, or in a BEGIN ATOMIC
+/// body's node tree).
 ///
 /// # Safety
 /// Called in a backend with catalog access.
@@ -100,11 +101,14 @@ unsafe fn names_sequence_function(function: Oid) -> bool {
         let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
         let mut found = false;
         if (*form).prolang == Oid::from(pg_sys::SQLlanguageId) {
-            for attribute in [pg_sys::Anum_pg_proc_prosrc, pg_sys::Anum_pg_proc_prosqlbody] {
-                let mut null = true;
-                let datum = pg_sys::SysCacheGetAttr(PROCOID, tuple, attribute as i16, &mut null);
-                if let Some(body) = String::from_datum(datum, null) {
-                    found |= mentions_sequence_function(&body);
+            let mut null = true;
+            let body = pg_sys::SysCacheGetAttr(PROCOID, tuple, pg_sys::Anum_pg_proc_prosqlbody as i16, &mut null);
+            match String::from_datum(body, null) {
+                Some(tree) => found = calls_sequence_function(&tree),
+                None => {
+                    let source = pg_sys::SysCacheGetAttr(PROCOID, tuple, pg_sys::Anum_pg_proc_prosrc as i16, &mut null);
+                    found = String::from_datum(source, null)
+                        .is_some_and(|text| parameters::sql_names_a_sequence_call(&text));
                 }
             }
         }
@@ -113,16 +117,16 @@ unsafe fn names_sequence_function(function: Oid) -> bool {
     }
 }
 
-fn mentions_sequence_function(body: &str) -> bool {
-    let lower = body.to_ascii_lowercase();
-    ["nextval", "currval", "setval", "lastval"].iter().any(|f| lower.contains(f))
-        || [
-            pg_sys::F_NEXTVAL,
-            pg_sys::F_CURRVAL,
-            pg_sys::F_SETVAL_REGCLASS_INT8,
-            pg_sys::F_SETVAL_REGCLASS_INT8_BOOL,
-            pg_sys::F_LASTVAL,
-        ]
-        .iter()
-        .any(|oid| lower.contains(&format!(":funcid {oid} ")))
+/// Whether a BEGIN ATOMIC body's node tree (text) calls a native sequence
+/// function, by OID.
+fn calls_sequence_function(tree: &str) -> bool {
+    [
+        pg_sys::F_NEXTVAL,
+        pg_sys::F_CURRVAL,
+        pg_sys::F_SETVAL_REGCLASS_INT8,
+        pg_sys::F_SETVAL_REGCLASS_INT8_BOOL,
+        pg_sys::F_LASTVAL,
+    ]
+    .iter()
+    .any(|oid| tree.contains(&format!(":funcid {oid} ")) || tree.contains(&format!(":opfuncid {oid} ")))
 }

@@ -15,6 +15,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::prelude::*;
+use pgrx::PgTryBuilder;
 
 use super::registry;
 use super::rewrite::{self, is_native_sequence_function};
@@ -221,6 +222,30 @@ fn ours_for(name: &CStr) -> Option<&'static CStr> {
         b"lastval" => Some(c"snowflake_sequence_lastval"),
         _ => None,
     }
+}
+
+/// Whether SQL statements `text` (an SQL function's body) call a function
+/// named nextval, currval, setval or lastval, as the parser reads the
+/// names (quoted, or spelt with Unicode escapes). Text that does not parse
+/// (a body created with check_function_bodies off) is taken to.
+pub fn sql_names_a_sequence_call(text: &str) -> bool {
+    let Ok(text) = CString::new(text) else { return true };
+    PgTryBuilder::new(|| {
+        // SAFETY: the raw parser, which reads no catalog and holds nothing
+        // an ERROR would leave behind; its statements walked as raw trees.
+        unsafe {
+            let parsed = pg_sys::raw_parser(text.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
+            if parsed.is_null() {
+                return false;
+            }
+            (0..(*parsed).length as usize).any(|i| {
+                let raw = (*(*parsed).elements.add(i)).ptr_value.cast::<pg_sys::RawStmt>();
+                names_a_sequence_function((*raw).stmt, std::ptr::null_mut())
+            })
+        }
+    })
+    .catch_others(|_| true)
+    .execute()
 }
 
 /// A raw expression parsed from `text` (a complete SQL expression), for an

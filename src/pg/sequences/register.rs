@@ -186,10 +186,14 @@ impl Drop for Registering {
 /// The sequence's own values lie below every ID it serves from now on: a
 /// sequence that counted natively into the ID space (after an
 /// unregistration, or a setval there) raises the server's floor above its
-/// value. Up to the clock that waits a tick at most; beyond it, it stops
-/// generation for as long, so it needs the right a floor needs.
+/// value, and above the block a pooled client took there (one that reads
+/// a value as a block's first used the increment's values from it). Up to
+/// the clock that waits a tick at most; beyond it, it stops generation for
+/// as long, so it needs the right a floor needs.
 fn floor_above(seq: Oid) -> Check {
-    let (last, called) = fence::value(seq);
+    let (value, called) = fence::value(seq);
+    let increment = fence::options(seq).map_or(1, |o| o.increment.max(1));
+    let last = value.saturating_add(increment - 1);
     if !called || last < nextval::resume_id() {
         return Ok(());
     }

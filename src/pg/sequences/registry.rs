@@ -342,12 +342,28 @@ unsafe fn find_installed() -> Option<Installed> {
     }
 }
 
-/// The schema of extension `extension`, by an index scan of pg_extension
-/// (PostgreSQL 15 exports no function for it).
+/// The schema of extension `extension` (PostgreSQL 15 exports no function
+/// for it).
 ///
 /// # Safety
 /// In a transaction.
 unsafe fn extension_schema(extension: Oid) -> Option<Oid> {
+    // SAFETY: the caller's contract.
+    unsafe { extension_field(extension, |e| e.extnamespace) }
+}
+
+/// The role that owns extension `extension`, if it exists.
+pub fn extension_owner(extension: Oid) -> Option<Oid> {
+    // SAFETY: the utility hook asks in a live transaction.
+    unsafe { extension_field(extension, |e| e.extowner) }
+}
+
+/// A field of extension `extension`'s pg_extension row, by an index scan
+/// (PostgreSQL 15 and 17 have no syscache for it).
+///
+/// # Safety
+/// In a transaction.
+unsafe fn extension_field<T>(extension: Oid, field: impl Fn(&pg_sys::FormData_pg_extension) -> T) -> Option<T> {
     // SAFETY: the caller's contract; a catalog scan opened and closed here.
     unsafe {
         let rel = pg_sys::table_open(pg_sys::ExtensionRelationId, pg_sys::AccessShareLock as _);
@@ -368,11 +384,11 @@ unsafe fn extension_schema(extension: Oid) -> Option<Oid> {
             &mut key,
         );
         let tuple = pg_sys::systable_getnext(scan);
-        let schema = (!tuple.is_null())
-            .then(|| (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_extension>(tuple)).extnamespace);
+        let value =
+            (!tuple.is_null()).then(|| field(&*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_extension>(tuple)));
         pg_sys::systable_endscan(scan);
         pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
-        schema
+        value
     }
 }
 

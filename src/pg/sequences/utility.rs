@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::statement::{option_names, relation_oid};
-use super::{alter, copy, fence, handed, names, nextval, operators, parameters, registry, rewrite};
+use super::{alter, copy, fence, handed, in_progress, names, nextval, operators, parameters, registry, rewrite};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
@@ -90,6 +90,7 @@ unsafe extern "C-unwind" fn process_utility(
                     after = After::Refence(statement.cast());
                 }
                 NodeTag::T_DropStmt => check_drop_extension(statement.cast()),
+                NodeTag::T_DropOwnedStmt => check_drop_owned(statement.cast()),
                 NodeTag::T_DefineStmt
                     if operators::creates_operator(statement.cast()) && registry::installed().is_some() =>
                 {
@@ -125,13 +126,15 @@ unsafe extern "C-unwind" fn process_utility(
                     let call = (*pstmt).utilityStmt.cast::<pg_sys::CallStmt>();
                     (*call).funcexpr = rewrite::rewrite_expression((*call).funcexpr.cast()).cast();
                 }
-                NodeTag::T_ExecuteStmt
-                    if parameters::names_a_sequence_call((*statement.cast::<pg_sys::ExecuteStmt>()).params) =>
+                // EXECUTE, also under EXPLAIN or CREATE TABLE AS.
+                NodeTag::T_ExecuteStmt | NodeTag::T_ExplainStmt | NodeTag::T_CreateTableAsStmt
+                    if executes(statement).is_some_and(|e| parameters::names_a_sequence_call((*e).params)) =>
                 {
                     if read_only_tree {
                         pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
                     }
-                    parameters::rewrite((*(*pstmt).utilityStmt.cast::<pg_sys::ExecuteStmt>()).params, query_string);
+                    let execute = executes((*pstmt).utilityStmt).expect("an EXECUTE, as above");
+                    parameters::rewrite((*execute).params, query_string);
                 }
                 _ => {}
             }
@@ -170,6 +173,28 @@ unsafe extern "C-unwind" fn process_utility(
     }
     if forgets {
         handed::forget();
+    }
+}
+
+/// The EXECUTE a statement runs: itself, or the one an EXPLAIN or a
+/// CREATE TABLE AS wraps.
+///
+/// # Safety
+/// `statement` is a utility statement's node.
+unsafe fn executes(statement: *mut pg_sys::Node) -> Option<*mut pg_sys::ExecuteStmt> {
+    // SAFETY: the caller's contract; the tags say which struct a node is.
+    unsafe {
+        let mut inner = match (*statement).type_ {
+            NodeTag::T_ExecuteStmt => statement,
+            NodeTag::T_ExplainStmt => (*statement.cast::<pg_sys::ExplainStmt>()).query,
+            NodeTag::T_CreateTableAsStmt => (*statement.cast::<pg_sys::CreateTableAsStmt>()).query,
+            _ => return None,
+        };
+        // Parse analysis wraps the EXECUTE in a utility Query.
+        if !inner.is_null() && (*inner).type_ == NodeTag::T_Query {
+            inner = (*inner.cast::<pg_sys::Query>()).utilityStmt;
+        }
+        (!inner.is_null() && (*inner).type_ == NodeTag::T_ExecuteStmt).then(|| inner.cast())
     }
 }
 
@@ -343,6 +368,32 @@ unsafe fn check_drop_identity(stmt: *mut pg_sys::AlterTableStmt) {
     }
 }
 
+/// DROP OWNED BY the extension's owner, with no CASCADE, drops the
+/// extension: refused as DROP EXTENSION is while sequences are registered.
+///
+/// # Safety
+/// `stmt` is a DropOwnedStmt; in a live transaction.
+unsafe fn check_drop_owned(stmt: *mut pg_sys::DropOwnedStmt) {
+    // SAFETY: the caller's contract.
+    if unsafe { (*stmt).behavior } == pg_sys::DropBehavior::DROP_CASCADE {
+        return;
+    }
+    let Some(installed) = registry::installed() else { return };
+    let Some(owner) = registry::extension_owner(installed.extension) else { return };
+    // SAFETY: the caller's contract; role specifications resolved as DROP
+    // OWNED resolves them (a missing role is its error).
+    let drops_it = unsafe {
+        let roles = (*stmt).roles;
+        (0..list_length(roles)).any(|i| {
+            let role = (*(*roles).elements.add(i)).ptr_value.cast::<pg_sys::RoleSpec>();
+            pg_sys::get_rolespec_oid(role, false) == owner
+        })
+    };
+    if drops_it {
+        refuse_while_registered(installed.extension, "DROP OWNED ... CASCADE");
+    }
+}
+
 /// DROP EXTENSION snowflake_id, with no CASCADE, while sequences are
 /// registered: refused, as for any object others depend on.
 ///
@@ -361,6 +412,15 @@ unsafe fn check_drop_extension(stmt: *mut pg_sys::DropStmt) {
     if !ours {
         return;
     }
+    if let Some(installed) = registry::installed() {
+        refuse_while_registered(installed.extension, "DROP EXTENSION ... CASCADE");
+    }
+}
+
+/// Refuses to drop the extension while sequences are registered, decided
+/// once registrations in progress have ended (and none can begin).
+fn refuse_while_registered(extension: Oid, cascade: &str) {
+    in_progress::exclude(extension);
     let registered = registry::registered();
     if registered == 0 {
         return;
@@ -373,10 +433,10 @@ unsafe fn check_drop_extension(stmt: *mut pg_sys::DropStmt) {
         "{registered} registered sequence(s) would keep their fences, and their native values could not continue \
          above the snowflake IDs they handed out."
     ))
-    .set_hint(
+    .set_hint(format!(
         "Unregister them first: SELECT snowflake_sequence_unregister(sequence) FROM snowflake_sequences; \
-         or use DROP EXTENSION ... CASCADE to drop it and leave them fenced.",
-    )
+         or use {cascade} to drop it and leave them fenced."
+    ))
     .raise(PgLogLevel::ERROR);
 }
 
