@@ -620,3 +620,39 @@ fn currval_and_lastval_return_what_the_session_was_handed() {
     };
     assert_eq!((current, last), (id, id), "the snowflake ID handed out, after the unregistration");
 }
+
+/// Fourth review of 0.7.0: DROP EXTENSION read the registry before any
+/// lock, so a registration committing meanwhile slipped past its refusal.
+/// It now waits for registrations in progress, then decides.
+#[test]
+fn drop_extension_waits_for_a_registration_in_progress() {
+    let c = cluster("seqdropwait");
+    c.session().batch_execute("CREATE SEQUENCE s").unwrap();
+    let mut holder = c.connect();
+    holder.batch_execute("BEGIN; SELECT 1").unwrap();
+    let mut registering = c.connect();
+    let registration = thread::spawn(move || {
+        registering.batch_execute("SELECT snowflake_sequence_register('s')").map_err(|e| db_error(&e))
+    });
+    let mut watcher = c.connect();
+    let waiting = |w: &mut postgres::Client, like: &str| -> bool {
+        let q = format!("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '{like}'");
+        w.query_one(&q, &[]).unwrap().get::<_, i64>(0) > 0
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !waiting(&mut watcher, "%register%") {
+        assert!(Instant::now() < deadline, "the registration never waited");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mut dropper = c.connect();
+    let dropping =
+        thread::spawn(move || dropper.batch_execute("DROP EXTENSION snowflake_id").map_err(|e| db_error(&e)));
+    while !waiting(&mut watcher, "DROP EXTENSION%") {
+        assert!(Instant::now() < deadline, "DROP EXTENSION never waited for the registration");
+        thread::sleep(Duration::from_millis(50));
+    }
+    holder.batch_execute("COMMIT").unwrap();
+    assert_eq!(registration.join().unwrap(), Ok(()));
+    let refused = dropping.join().unwrap().expect_err("DROP EXTENSION went through");
+    assert_eq!(refused.0, "2BP01", "{}", refused.1);
+}

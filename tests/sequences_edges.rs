@@ -926,3 +926,86 @@ fn currval_lastval_and_setval_answer_as_native_ones() {
     let row = a.query_one("EXECUTE p(currval('b_id_seq'))", &[]).unwrap();
     assert_eq!(row.get::<_, i64>(0), id, "EXECUTE's currval after the unregistration");
 }
+
+/// Fourth review of 0.7.0, findings 1 to 3: an SQL function whose body
+/// spells nextval or setval with Unicode escapes was inlined with the
+/// native call; EXECUTE's parameters under EXPLAIN or CREATE TABLE AS were
+/// native calls; and a ROLLBACK TO SAVEPOINT that gave a registered
+/// sequence back an earlier storage failed the commit (it even lost the
+/// registration made before the savepoint).
+#[test]
+fn escaped_names_wrapped_executes_and_savepoints_keep_the_fence() {
+    let c = cluster("seqescapes");
+    let mut s = c.session();
+    s.batch_execute(
+        r#"CREATE TABLE t (id bigserial PRIMARY KEY, v int); SELECT snowflake_sequence_register_table('t');
+           CREATE TABLE store (k bigint); CREATE TABLE chk (a int CHECK (nextval('t_id_seq') > 0));
+           CREATE FUNCTION hid_set(bigint) RETURNS bigint LANGUAGE sql AS $$ SELECT U&"\0073etval"('t_id_seq', $1) $$;
+           CREATE FUNCTION hid_next() RETURNS bigint LANGUAGE sql AS $$ SELECT U&"\006Eextval"('t_id_seq') $$;
+           PREPARE p(bigint) AS SELECT $1;"#,
+    )
+    .unwrap();
+    s.batch_execute(
+        "SELECT hid_set(1); INSERT INTO store SELECT hid_next();
+         EXPLAIN (ANALYZE) EXECUTE p(setval('t_id_seq', 1)); EXPLAIN (ANALYZE) EXECUTE p(nextval('t_id_seq'));
+         CREATE TABLE copied AS EXECUTE p(nextval('t_id_seq'));",
+    )
+    .unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    let stored: Vec<i64> =
+        s.query("SELECT k FROM store UNION ALL SELECT * FROM copied", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(stored.len(), 2);
+    for id in stored {
+        assert!(ours(&mut s, id), "{id}");
+    }
+    let (code, _, _) = error_of(&mut s, "INSERT INTO chk VALUES (1)");
+    assert_eq!(code, "2200H", "the fence holds");
+    s.batch_execute(
+        "BEGIN; TRUNCATE t RESTART IDENTITY; SAVEPOINT a; TRUNCATE t RESTART IDENTITY; ROLLBACK TO a;
+         INSERT INTO t (v) VALUES (1); COMMIT;
+         CREATE TABLE u (id bigserial PRIMARY KEY);
+         BEGIN; SELECT snowflake_sequence_register_table('u'); SAVEPOINT a; ALTER SEQUENCE u_id_seq CACHE 5;
+         ROLLBACK TO a; COMMIT;",
+    )
+    .unwrap_or_else(|e| panic!("savepoints: {:?}", db_error(&e)));
+    let registered: i64 = s
+        .query_one("SELECT count(*) FROM snowflake_sequences WHERE sequence = 'u_id_seq'::regclass", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(registered, 1);
+}
+
+/// Fourth review of 0.7.0, finding 7: DROP OWNED BY the extension's owner
+/// dropped it, with registered sequences, without CASCADE.
+#[test]
+fn drop_owned_asks_for_cascade_as_drop_extension_does() {
+    let c = cluster("seqdropowned");
+    let mut admin = c.connect();
+    admin.batch_execute("CREATE ROLE extowner SUPERUSER LOGIN").unwrap();
+    admin.batch_execute("CREATE DATABASE owned").unwrap();
+    let mut o = connect_as(&c, "owned", "extowner");
+    o.batch_execute("CREATE EXTENSION snowflake_id; CREATE SEQUENCE s; SELECT snowflake_sequence_register('s')")
+        .unwrap();
+    let (code, message, hint) = error_of(&mut o, "DROP OWNED BY extowner");
+    assert_eq!(code, "2BP01", "{message}");
+    assert!(hint.contains("DROP OWNED ... CASCADE"), "{hint}");
+    o.batch_execute("SELECT snowflake_sequence_unregister('s'); DROP OWNED BY extowner").unwrap();
+}
+
+/// Fourth review of 0.7.0: a pooled client that read a native value as its
+/// block's first used the increment's values from it; a registration of
+/// its sequence (counting natively in the ID space) raises the floor above
+/// that block, not only above the value.
+#[test]
+fn a_registration_serves_ids_above_a_native_pooled_block() {
+    let c = cluster("seqpooledfloor");
+    let mut s = c.session();
+    s.batch_execute(
+        "CREATE SEQUENCE pooled INCREMENT BY 50;
+         SELECT setval('pooled', snowflake_from_timestamp(clock_timestamp() + interval '50 ms'));",
+    )
+    .unwrap();
+    let native: i64 = s.query_one("SELECT nextval('pooled')", &[]).unwrap().get(0);
+    s.batch_execute("SELECT snowflake_sequence_register('pooled', 'low')").unwrap();
+    let first: i64 = s.query_one("SELECT nextval('pooled')", &[]).unwrap().get(0);
+    assert!(first > native + 49, "the first registered block {first} above the native one {native}..{}", native + 49);
+}
