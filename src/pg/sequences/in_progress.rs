@@ -7,7 +7,9 @@
 //!
 //! 1. **Signal**: a share lock on an object lock of the extension's own
 //!    (this database, the extension, sub-ID 1), held to the transaction's
-//!    end (by the top transaction: a subtransaction's abort keeps it).
+//!    end (by the top transaction: a subtransaction's abort keeps it), and
+//!    an access share lock on the extension itself, which DROP EXTENSION
+//!    waits for ([`exclude`]).
 //! 2. **Publish**: a relcache invalidation of every relation of this
 //!    database and a reset of every cached plan, sent at once, not at
 //!    commit. Each backend takes them in at its next transaction start (or
@@ -43,8 +45,10 @@ use pgrx::PgLogLevel;
 
 use crate::pg::error::{self, Raise};
 
-/// The lock's sub-ID beside the extension's OID (0 is what DROP EXTENSION locks).
+/// The signal's sub-ID beside the extension's OID.
 const SUB_ID: u16 = 1;
+/// The sub-ID of the lock DROP EXTENSION takes on the extension itself.
+const EXTENSION_ITSELF: u16 = 0;
 
 // SAFETY (for the statics): a backend runs one thread; the transaction
 // callback runs in it too.
@@ -62,6 +66,10 @@ pub fn init() {
 }
 
 fn tag(extension: Oid) -> pg_sys::LOCKTAG {
+    object_tag(extension, SUB_ID)
+}
+
+fn object_tag(extension: Oid, sub_id: u16) -> pg_sys::LOCKTAG {
     // SAFETY: MyDatabaseId is this backend's database, set at connection.
     let database = unsafe { pg_sys::MyDatabaseId };
     // As SET_LOCKTAG_OBJECT builds it.
@@ -69,7 +77,7 @@ fn tag(extension: Oid) -> pg_sys::LOCKTAG {
         locktag_field1: database.to_u32(),
         locktag_field2: pg_sys::ExtensionRelationId.to_u32(),
         locktag_field3: extension.to_u32(),
-        locktag_field4: SUB_ID,
+        locktag_field4: sub_id,
         locktag_type: pg_sys::LockTagType::LOCKTAG_OBJECT as u8,
         locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
     }
@@ -86,13 +94,22 @@ pub fn seen(extension: Oid) -> bool {
 }
 
 /// Waits for the registrations in progress in this database to end, and
-/// keeps new ones from beginning until this transaction ends (for DROP
-/// EXTENSION, which then reads the registry as they left it).
+/// keeps new ones from beginning while the lock is held: the lock DROP
+/// EXTENSION takes on the extension (as PostgreSQL takes it, before its
+/// ownership check, for the (sub)transaction), taken before the registry
+/// is read, which then shows what they left.
 pub fn exclude(extension: Oid) {
-    lock_for_transaction(&tag(extension), pg_sys::ExclusiveLock);
-    // SAFETY: in a transaction; takes in the invalidations the
-    // registrations sent.
-    unsafe { pg_sys::AcceptInvalidationMessages() };
+    // SAFETY: a heavyweight lock in a live transaction; then the
+    // invalidations the registrations sent are taken in.
+    unsafe {
+        pg_sys::LockDatabaseObject(
+            pg_sys::ExtensionRelationId,
+            extension,
+            EXTENSION_ITSELF,
+            pg_sys::AccessExclusiveLock as _,
+        );
+        pg_sys::AcceptInvalidationMessages();
+    }
 }
 
 /// Takes `mode` on `tag` for the top transaction (released at its end,
@@ -122,6 +139,8 @@ pub fn begin(extension: Oid, registry_table: Oid) {
     }
     let tag = tag(extension);
     lock_for_transaction(&tag, pg_sys::ShareLock);
+    // What keeps DROP EXTENSION waiting for this registration to end.
+    lock_for_transaction(&object_tag(extension, EXTENSION_ITSELF), pg_sys::AccessShareLock);
     // SAFETY: see the statics; in a live transaction.
     unsafe {
         BEGUN = Some((transaction, registry_table));

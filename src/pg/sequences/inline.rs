@@ -6,7 +6,8 @@
 //! query: a `nextval` in its body would reach the plan unseen. PostgreSQL
 //! does not inline a function that `needs_fmgr_hook` claims, so this hook
 //! claims every SQL function whose body names nextval, currval, setval or
-//! lastval; it then runs as a function, whose statements go through the
+//! lastval, or a function whose parameter defaults call one (which the
+//! planner fills in after inlining, see [`super::defaults`]); it then runs as a function, whose statements go through the
 //! planner and our hook. The registry is read here only while a query is
 //! planned ([`super::rewrite::planning`]): this hook also runs where no
 //! catalog may be read (a relcache build), and there asks the cache as it is.
@@ -86,8 +87,8 @@ unsafe fn call_previous(previous: unsafe extern "C-unwind" fn(Oid) -> bool, func
 }
 
 /// Whether `function` is an SQL function whose body names nextval, currval,
-/// setval or lastval (as the parser reads its text, or in a BEGIN ATOMIC
-/// body's node tree).
+/// setval or lastval, or a function whose parameter defaults call one (as
+/// the parser reads its text, or in a BEGIN ATOMIC body's node tree).
 ///
 /// # Safety
 /// Called in a backend with catalog access.
@@ -103,8 +104,8 @@ unsafe fn names_sequence_function(function: Oid) -> bool {
         if (*form).prolang == Oid::from(pg_sys::SQLlanguageId) {
             let mut null = true;
             let body = pg_sys::SysCacheGetAttr(PROCOID, tuple, pg_sys::Anum_pg_proc_prosqlbody as i16, &mut null);
-            match String::from_datum(body, null) {
-                Some(tree) => found = calls_sequence_function(&tree),
+            match (!null).then(|| pg_sys::text_to_cstring(body.cast_mut_ptr())) {
+                Some(tree) => found = rewrite::calls_sequence_function(pg_sys::stringToNode(tree).cast()),
                 None => {
                     let source = pg_sys::SysCacheGetAttr(PROCOID, tuple, pg_sys::Anum_pg_proc_prosrc as i16, &mut null);
                     found = String::from_datum(source, null)
@@ -115,18 +116,4 @@ unsafe fn names_sequence_function(function: Oid) -> bool {
         pg_sys::ReleaseSysCache(tuple);
         found
     }
-}
-
-/// Whether a BEGIN ATOMIC body's node tree (text) calls a native sequence
-/// function, by OID.
-fn calls_sequence_function(tree: &str) -> bool {
-    [
-        pg_sys::F_NEXTVAL,
-        pg_sys::F_CURRVAL,
-        pg_sys::F_SETVAL_REGCLASS_INT8,
-        pg_sys::F_SETVAL_REGCLASS_INT8_BOOL,
-        pg_sys::F_LASTVAL,
-    ]
-    .iter()
-    .any(|oid| tree.contains(&format!(":funcid {oid} ")) || tree.contains(&format!(":opfuncid {oid} ")))
 }

@@ -12,6 +12,7 @@
 //! - [`register`]: registering, unregistering, the registry's triggers;
 //! - [`rewrite`]: the planner hook that puts our functions in place of
 //!   native sequence calls and identity defaults;
+//! - [`defaults`]: the parameter defaults a call leaves to the planner;
 //! - [`inline`]: SQL functions that call sequence functions are not inlined;
 //! - [`nextval`]: those functions, with native nextval's checks;
 //! - [`checked`]: what those checks found, kept for the transaction;
@@ -35,6 +36,7 @@ mod alter;
 mod checked;
 mod compat;
 mod copy;
+mod defaults;
 mod fence;
 mod handed;
 mod hint;

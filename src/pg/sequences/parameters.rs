@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::prelude::*;
-use pgrx::PgTryBuilder;
+use pgrx::PgMemoryContexts;
 
 use super::registry;
 use super::rewrite::{self, is_native_sequence_function};
@@ -111,8 +111,14 @@ unsafe fn raw_walk(
     unsafe { pg_sys::raw_expression_tree_walker(node, walker, context) }
 }
 
+/// The context that has [`names_a_sequence_function`] count calls of
+/// functions whose parameter defaults call a sequence function.
+static WITH_DEFAULTS: u8 = 0;
+
 /// Whether a raw expression calls a function named nextval, currval,
 /// setval or lastval (in any schema): the cheap test before an analysis.
+/// With a non-null `context` (an inlined body), also a call of a function
+/// of any name whose parameter defaults call one.
 #[pg_guard]
 unsafe extern "C-unwind" fn names_a_sequence_function(node: *mut Node, context: *mut c_void) -> bool {
     if node.is_null() {
@@ -124,7 +130,8 @@ unsafe extern "C-unwind" fn names_a_sequence_function(node: *mut Node, context: 
             let names = (*node.cast::<pg_sys::FuncCall>()).funcname;
             if !names.is_null() && (*names).length > 0 {
                 let last = (*(*names).elements.add((*names).length as usize - 1)).ptr_value.cast::<pg_sys::String>();
-                if ours_for(CStr::from_ptr((*last).sval)).is_some() {
+                let name = CStr::from_ptr((*last).sval);
+                if ours_for(name).is_some() || (!context.is_null() && rewrite::defaults_of_named_call_sequences(name)) {
                     return true;
                 }
             }
@@ -224,28 +231,32 @@ fn ours_for(name: &CStr) -> Option<&'static CStr> {
     }
 }
 
-/// Whether SQL statements `text` (an SQL function's body) call a function
-/// named nextval, currval, setval or lastval, as the parser reads the
-/// names (quoted, or spelt with Unicode escapes). Text that does not parse
-/// (a body created with check_function_bodies off) is taken to.
+/// Whether an SQL function's body `text` is one SELECT that calls a
+/// function named nextval, currval, setval or lastval, as the parser reads
+/// the names (quoted, or spelt with Unicode escapes): PostgreSQL inlines no
+/// other body. Text that does not parse (a body created with
+/// check_function_bodies off) raises the parser's error, as PostgreSQL's
+/// own inlining and every call of the function would.
 pub fn sql_names_a_sequence_call(text: &str) -> bool {
-    let Ok(text) = CString::new(text) else { return true };
-    PgTryBuilder::new(|| {
-        // SAFETY: the raw parser, which reads no catalog and holds nothing
-        // an ERROR would leave behind; its statements walked as raw trees.
-        unsafe {
+    let Ok(text) = CString::new(text) else { return false };
+    let mut parsing = PgMemoryContexts::new("snowflake_id: an SQL function's body");
+    // SAFETY: the raw parser and a raw tree walk, their allocations in a
+    // context of their own (freed when it drops, or with its parent on an
+    // ERROR, which they raise through pg_sys as a Rust panic).
+    unsafe {
+        parsing.switch_to(|_| {
             let parsed = pg_sys::raw_parser(text.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
-            if parsed.is_null() {
+            if parsed.is_null() || (*parsed).length != 1 {
                 return false;
             }
-            (0..(*parsed).length as usize).any(|i| {
-                let raw = (*(*parsed).elements.add(i)).ptr_value.cast::<pg_sys::RawStmt>();
-                names_a_sequence_function((*raw).stmt, std::ptr::null_mut())
-            })
-        }
-    })
-    .catch_others(|_| true)
-    .execute()
+            let statement = (*(*(*parsed).elements).ptr_value.cast::<pg_sys::RawStmt>()).stmt;
+            // A non-null context: calls of functions whose parameter
+            // defaults call one count too (the planner fills them in).
+            let with_defaults = (&raw const WITH_DEFAULTS).cast_mut().cast::<c_void>();
+            (*statement).type_ == NodeTag::T_SelectStmt
+                && raw_walk(statement, Some(names_a_sequence_function), with_defaults)
+        })
+    }
 }
 
 /// A raw expression parsed from `text` (a complete SQL expression), for an

@@ -603,10 +603,12 @@ fn check_type(seq: Oid, type_oid: Oid) -> Check {
 /// owned by (serial, identity) and those whose default calls it, of type
 /// bigint or a domain over it.
 fn check_columns(seq: Oid) -> Check {
-    let columns = Spi::connect(|client| {
-        client
-            .select(
-                "SELECT c.oid, a.attname::text, a.atttypid
+    // In pg_catalog's path: the caller's own operators take no part.
+    let columns = privileged::in_catalog_path(|| {
+        Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT c.oid, a.attname::text, a.atttypid
                  FROM pg_catalog.pg_depend d
                  JOIN pg_catalog.pg_class c ON c.oid = d.refobjid
                  JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
@@ -621,14 +623,17 @@ fn check_columns(seq: Oid) -> Check {
                  WHERE d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass
                    AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = $1
                  ORDER BY 1, 2",
-                None,
-                &[seq.into()],
-            )
-            .map(|rows| {
-                rows.filter_map(|r| Some((r.get::<Oid>(1).ok()??, r.get::<String>(2).ok()??, r.get::<Oid>(3).ok()??)))
+                    None,
+                    &[seq.into()],
+                )
+                .map(|rows| {
+                    rows.filter_map(|r| {
+                        Some((r.get::<Oid>(1).ok()??, r.get::<String>(2).ok()??, r.get::<Oid>(3).ok()??))
+                    })
                     .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
+                })
+                .unwrap_or_default()
+        })
     });
     for (table, column, type_oid) in columns {
         // SAFETY: a catalog lookup.
@@ -659,10 +664,12 @@ fn check_columns(seq: Oid) -> Check {
 fn check_right_to_generate(seq: Oid, increment: i64, installed: &Installed) -> Check {
     let schema = schema_name(installed);
     let may = |function: &str| {
-        Spi::get_one::<bool>(&format!("SELECT pg_catalog.has_function_privilege('{schema}.{function}', 'EXECUTE')"))
-            .ok()
-            .flatten()
-            .unwrap_or(false)
+        privileged::in_catalog_path(|| {
+            Spi::get_one::<bool>(&format!("SELECT pg_catalog.has_function_privilege('{schema}.{function}', 'EXECUTE')"))
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(false)
     };
     if !may("snowflake_next_id()") {
         return Err(Box::new(

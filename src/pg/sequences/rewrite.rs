@@ -27,7 +27,7 @@ use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
 use pgrx::prelude::*;
 
 use super::registry::{self, Functions};
-use super::{handed, nextval};
+use super::{defaults, handed, nextval};
 
 static mut PREVIOUS: pg_sys::planner_hook_type = None;
 
@@ -293,7 +293,9 @@ unsafe extern "C-unwind" fn needs(node: *mut Node, context: *mut c_void) -> bool
                 sequence.is_none_or(|s| registry::lookup(s).is_some())
             }
         };
-        needed || pg_sys::expression_tree_walker(node, Some(needs), context)
+        needed
+            || left_defaults(node).is_some_and(|d| needs(d, context))
+            || pg_sys::expression_tree_walker(node, Some(needs), context)
     }
 }
 
@@ -313,11 +315,42 @@ unsafe extern "C-unwind" fn finds(node: *mut Node, context: *mut c_void) -> bool
         if (*node).type_ == NodeTag::T_Query {
             return query_walker(node.cast(), Some(finds), context);
         }
-        if native(node).is_some() {
+        if native(node).is_some() || left_defaults(node).is_some_and(|d| finds(d, context)) {
             return true;
         }
         pg_sys::expression_tree_walker(node, Some(finds), context)
     }
+}
+
+/// The defaults `node` leaves to the planner, if it is a call that leaves
+/// some (the planner fills them in after this hook).
+///
+/// # Safety
+/// `node` is a valid node; in a transaction.
+unsafe fn left_defaults(node: *mut Node) -> Option<*mut Node> {
+    // SAFETY: the caller's contract; the tag says which struct the node is.
+    unsafe { ((*node).type_ == NodeTag::T_FuncExpr).then(|| defaults::left_to_the_planner(node.cast())).flatten() }
+}
+
+/// Whether an expression tree (analysed: a function's defaults or a BEGIN
+/// ATOMIC body) calls a native sequence function, also through the
+/// defaults of a function it calls.
+///
+/// # Safety
+/// `node` is NULL or a valid node tree; in a transaction.
+pub unsafe fn calls_sequence_function(node: *mut Node) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { finds(node, std::ptr::null_mut()) }
+}
+
+/// Whether a function named `name` (in any schema) has parameter defaults
+/// that call a native sequence function: a raw tree's call of it may.
+///
+/// # Safety
+/// In a transaction.
+pub unsafe fn defaults_of_named_call_sequences(name: &std::ffi::CStr) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { defaults::any_named(name, &|d| finds(d, std::ptr::null_mut())) }
 }
 
 unsafe fn query_walker(
@@ -344,6 +377,12 @@ unsafe extern "C-unwind" fn replaces(node: *mut Node, context: *mut c_void) -> *
         }
         let functions = &*context.cast::<Functions>();
         let Some(native) = native(node) else {
+            if left_defaults(node).is_some_and(|d| finds(d, std::ptr::null_mut())) {
+                // Filled in here, so that the calls in them are replaced too.
+                let call = pg_sys::copyObjectImpl(node.cast()).cast::<pg_sys::FuncExpr>();
+                defaults::fill_in(call);
+                return tree::expression_mutator(call.cast(), replaces, functions);
+            }
             return tree::expression_mutator(node, replaces, functions);
         };
         let ours = native.ours(functions);

@@ -177,24 +177,27 @@ unsafe extern "C-unwind" fn process_utility(
 }
 
 /// The EXECUTE a statement runs: itself, or the one an EXPLAIN or a
-/// CREATE TABLE AS wraps.
+/// CREATE TABLE AS wraps, or both.
 ///
 /// # Safety
 /// `statement` is a utility statement's node.
 unsafe fn executes(statement: *mut pg_sys::Node) -> Option<*mut pg_sys::ExecuteStmt> {
     // SAFETY: the caller's contract; the tags say which struct a node is.
     unsafe {
-        let mut inner = match (*statement).type_ {
-            NodeTag::T_ExecuteStmt => statement,
-            NodeTag::T_ExplainStmt => (*statement.cast::<pg_sys::ExplainStmt>()).query,
-            NodeTag::T_CreateTableAsStmt => (*statement.cast::<pg_sys::CreateTableAsStmt>()).query,
-            _ => return None,
-        };
-        // Parse analysis wraps the EXECUTE in a utility Query.
-        if !inner.is_null() && (*inner).type_ == NodeTag::T_Query {
-            inner = (*inner.cast::<pg_sys::Query>()).utilityStmt;
+        // Nested as deep as the grammar allows (EXPLAIN CREATE TABLE ... AS
+        // EXECUTE); parse analysis wraps each inner statement in a utility
+        // Query.
+        let mut node = statement;
+        while !node.is_null() {
+            node = match (*node).type_ {
+                NodeTag::T_ExecuteStmt => return Some(node.cast()),
+                NodeTag::T_ExplainStmt => (*node.cast::<pg_sys::ExplainStmt>()).query,
+                NodeTag::T_CreateTableAsStmt => (*node.cast::<pg_sys::CreateTableAsStmt>()).query,
+                NodeTag::T_Query => (*node.cast::<pg_sys::Query>()).utilityStmt,
+                _ => return None,
+            };
         }
-        (!inner.is_null() && (*inner).type_ == NodeTag::T_ExecuteStmt).then(|| inner.cast())
+        None
     }
 }
 
@@ -380,6 +383,12 @@ unsafe fn check_drop_owned(stmt: *mut pg_sys::DropOwnedStmt) {
     }
     let Some(installed) = registry::installed() else { return };
     let Some(owner) = registry::extension_owner(installed.extension) else { return };
+    // PostgreSQL refuses a role without the owner's privileges first; no
+    // lock is taken for it.
+    // SAFETY: a catalog lookup in a live transaction.
+    if !unsafe { pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner) } {
+        return;
+    }
     // SAFETY: the caller's contract; role specifications resolved as DROP
     // OWNED resolves them (a missing role is its error).
     let drops_it = unsafe {
