@@ -1009,3 +1009,60 @@ fn a_registration_serves_ids_above_a_native_pooled_block() {
     let first: i64 = s.query_one("SELECT nextval('pooled')", &[]).unwrap().get(0);
     assert!(first > native + 49, "the first registered block {first} above the native one {native}..{}", native + 49);
 }
+
+/// Fifth review of 0.7.0: a function's parameter default that calls
+/// nextval or setval was filled in by the planner after our hook, so it
+/// called the native function (through a direct call, an inlined SQL
+/// function, a BEGIN ATOMIC body, a procedure's CALL); an SQL function whose
+/// body is not one SELECT failed while anything was registered; EXPLAIN of
+/// CREATE TABLE AS EXECUTE ran a native setval; and registering ran the
+/// caller's own operators.
+#[test]
+fn parameter_defaults_sql_bodies_and_nested_executes_keep_the_promise() {
+    let c = cluster("seqdefaults");
+    let mut s = c.session();
+    s.batch_execute(
+        r#"CREATE TABLE t (id bigserial PRIMARY KEY, v int); INSERT INTO t (v) VALUES (1), (2);
+           CREATE FUNCTION h(x bigint DEFAULT nextval('t_id_seq')) RETURNS bigint LANGUAGE plpgsql AS 'BEGIN RETURN x; END';
+           CREATE FUNCTION hs(x bigint DEFAULT nextval('t_id_seq')) RETURNS bigint LANGUAGE sql AS 'SELECT x';
+           CREATE FUNCTION ins(v int, x bigint DEFAULT nextval('t_id_seq')) RETURNS bigint LANGUAGE sql
+             AS 'INSERT INTO t VALUES (x, v) RETURNING id';
+           CREATE FUNCTION w() RETURNS bigint LANGUAGE sql AS 'SELECT h()';
+           CREATE FUNCTION atomic_w() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT h(); END;
+           CREATE FUNCTION sv(x bigint DEFAULT setval('t_id_seq', 1)) RETURNS bigint LANGUAGE plpgsql AS 'BEGIN RETURN x; END';
+           CREATE TABLE log (id bigint);
+           CREATE PROCEDURE pr(x bigint DEFAULT nextval('t_id_seq')) LANGUAGE plpgsql AS 'BEGIN INSERT INTO log VALUES (x); END';
+           CREATE FUNCTION wipe() RETURNS void LANGUAGE sql AS $$ TRUNCATE log $$;
+           CREATE PROCEDURE notify_sql() LANGUAGE sql AS $$ NOTIFY done $$;
+           CREATE SCHEMA evil;
+           CREATE FUNCTION evil.oideq(oid, oid) RETURNS bool LANGUAGE plpgsql
+             AS $$ BEGIN RAISE EXCEPTION 'the caller''s operator ran'; END $$;
+           CREATE OPERATOR evil.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = evil.oideq);
+           CREATE SEQUENCE other;"#,
+    )
+    .unwrap();
+    s.batch_execute("SELECT snowflake_sequence_register_table('t')").unwrap();
+    let row =
+        s.query_one("SELECT h(), hs(), ins(5), w(), atomic_w()", &[]).unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    for i in 0..5 {
+        let id: i64 = row.get(i);
+        assert!(ours(&mut s, id), "column {i}: {id}");
+    }
+    s.batch_execute("CALL pr()").unwrap();
+    let logged: i64 = s.query_one("SELECT id FROM log", &[]).unwrap().get(0);
+    assert!(ours(&mut s, logged), "{logged}");
+    let native_before: i64 = s.query_one("SELECT last_value FROM t_id_seq", &[]).unwrap().get(0);
+    s.batch_execute(
+        "SELECT sv();
+         PREPARE p(bigint) AS SELECT $1;
+         EXPLAIN CREATE TABLE x AS EXECUTE p(setval('t_id_seq', 1));",
+    )
+    .unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    let native_after: i64 = s.query_one("SELECT last_value FROM t_id_seq", &[]).unwrap().get(0);
+    assert_eq!(native_after, native_before, "no native setval moved the sequence");
+    let id: i64 = s.query_one("SELECT h()", &[]).unwrap().get(0);
+    assert!(ours(&mut s, id) && id > logged, "{id}");
+    s.batch_execute("SELECT wipe(); CALL notify_sql()").unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    s.batch_execute("SET search_path = evil, pg_catalog, public; SELECT snowflake_sequence_register('public.other')")
+        .unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+}
