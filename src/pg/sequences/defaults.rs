@@ -1,14 +1,22 @@
 //! Parameter defaults: a function's `DEFAULT nextval(...)` reaches the plan
 //! after our planner hook, since PostgreSQL fills in the arguments a call
 //! leaves out inside `standard_planner` (expand_function_arguments). Here
-//! the catalog side: which defaults a call leaves to the planner, the call
-//! with them filled in as PostgreSQL would fill them, and the defaults of
-//! every function of a name (for a raw tree, not yet resolved). Whether a
-//! default calls a sequence function is [`super::rewrite`]'s walk.
+//! the catalog side: which defaults a call leaves to the planner (exactly
+//! those PostgreSQL fills in), the call with them filled in as PostgreSQL
+//! would fill them, and the defaults of every function of a name (for a raw
+//! tree, not yet resolved). Whether a default calls a sequence function is
+//! [`super::rewrite`]'s walk, passed in as `calls`.
+//!
+//! Every planned statement asks this of each function call it makes, so
+//! the answer "no default of this function calls a sequence function" is
+//! kept per function (most have no defaults at all) until any function
+//! changes.
 
+use std::collections::HashMap;
 use std::ffi::CStr;
 
-use pgrx::pg_sys::{self, Node, NodeTag};
+use pgrx::pg_sys::{self, Node, NodeTag, Oid};
+use pgrx::prelude::*;
 
 /// pg_proc's syscaches, as the syscache functions take them (an enum of
 /// another integer type before PostgreSQL 19).
@@ -17,26 +25,99 @@ const PROCOID: i32 = pg_sys::SysCacheIdentifier::PROCOID as i32;
 #[allow(clippy::unnecessary_cast)]
 const PROCNAMEARGSNSP: i32 = pg_sys::SysCacheIdentifier::PROCNAMEARGSNSP as i32;
 
-/// The default expressions (a List) of the function `call` calls, if the
-/// call leaves any argument to its default; None for most calls, after one
-/// syscache lookup.
+// SAFETY (for CALLING): a backend runs one thread.
+/// Per function, whether any of its parameter defaults calls a sequence
+/// function; dropped when any function changes.
+static mut CALLING: Option<HashMap<Oid, bool>> = None;
+
+pub fn init() {
+    // SAFETY: a syscache callback registered from _PG_init, in the postmaster.
+    unsafe { pg_sys::CacheRegisterSyscacheCallback(PROCOID, Some(function_changed), pg_sys::Datum::from(0)) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn function_changed(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
+    // SAFETY: see CALLING.
+    unsafe { CALLING = None };
+}
+
+/// The default expressions (a List) that `call` leaves to the planner, if
+/// any of the function's defaults calls a sequence function (as `calls`
+/// finds in them); None for most calls, after one hash lookup.
 ///
 /// # Safety
 /// `call` is a FuncExpr; in a transaction.
-pub unsafe fn left_to_the_planner(call: *mut pg_sys::FuncExpr) -> Option<*mut Node> {
-    // SAFETY: the caller's contract; a syscache reference released below.
+pub unsafe fn left_to_the_planner(call: *mut pg_sys::FuncExpr, calls: &dyn Fn(*mut Node) -> bool) -> Option<*mut Node> {
+    // SAFETY: the caller's contract; see CALLING (no reference into it is
+    // held across a catalog lookup, which may run function_changed).
     unsafe {
-        let tuple = pg_sys::SearchSysCache1(PROCOID, (*call).funcid.into());
+        let function = (*call).funcid;
+        let known = (*std::ptr::addr_of!(CALLING)).as_ref().and_then(|m| m.get(&function).copied());
+        if known == Some(false) {
+            return None;
+        }
+        let tuple = pg_sys::SearchSysCache1(PROCOID, function.into());
         if tuple.is_null() {
             return None;
         }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
-        let given = if (*call).args.is_null() { 0 } else { (*(*call).args).length };
-        let defaults = ((*form).pronargdefaults > 0 && given < i32::from((*form).pronargs))
-            .then(|| stored_defaults(tuple))
-            .flatten();
+        let all = stored_defaults(tuple);
+        if known.is_none() {
+            // Not known yet: false while it is worked out, so that a
+            // default calling its own function ends the walk.
+            remember(function, false);
+            let calling = all.is_some_and(calls);
+            remember(function, calling);
+            if !calling {
+                pg_sys::ReleaseSysCache(tuple);
+                return None;
+            }
+        }
+        let left = all.and_then(|defaults| left_out(call, tuple, defaults));
         pg_sys::ReleaseSysCache(tuple);
-        defaults
+        left
+    }
+}
+
+fn remember(function: Oid, calling: bool) {
+    // SAFETY: see CALLING.
+    unsafe { (*std::ptr::addr_of_mut!(CALLING)).get_or_insert_with(HashMap::new).insert(function, calling) };
+}
+
+/// Of a function's `defaults` (for its last parameters), those for the
+/// parameters `call` gives no argument to, by position or by name, as
+/// PostgreSQL fills them in.
+///
+/// # Safety
+/// `call` is a FuncExpr, `tuple` its function's pg_proc row, `defaults`
+/// the List of its stored defaults.
+unsafe fn left_out(call: *mut pg_sys::FuncExpr, tuple: pg_sys::HeapTuple, defaults: *mut Node) -> Option<*mut Node> {
+    // SAFETY: the caller's contract; the tags say which struct a node is.
+    unsafe {
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
+        let parameters = usize::try_from((*form).pronargs).unwrap_or(0);
+        let defaults = defaults.cast::<pg_sys::List>();
+        let count = (*defaults).length as usize;
+        let first_default = parameters.checked_sub(count)?;
+        let mut given = vec![false; parameters];
+        let args = (*call).args;
+        for i in 0..if args.is_null() { 0 } else { (*args).length as usize } {
+            let arg = (*(*args).elements.add(i)).ptr_value.cast::<Node>();
+            let position = if (*arg).type_ == NodeTag::T_NamedArgExpr {
+                usize::try_from((*arg.cast::<pg_sys::NamedArgExpr>()).argnumber).unwrap_or(usize::MAX)
+            } else {
+                i
+            };
+            if let Some(slot) = given.get_mut(position) {
+                *slot = true;
+            }
+        }
+        let mut left: *mut pg_sys::List = std::ptr::null_mut();
+        for j in 0..count {
+            if !given[first_default + j] {
+                left = pg_sys::lappend(left, (*(*defaults).elements.add(j)).ptr_value);
+            }
+        }
+        (!left.is_null()).then_some(left.cast())
     }
 }
 
@@ -57,21 +138,27 @@ pub unsafe fn fill_in(call: *mut pg_sys::FuncExpr) {
     }
 }
 
-/// Calls `check` on the defaults of every function named `name` (in any
-/// schema) that has some, until it answers true.
+/// Whether any function named `name` (in any schema) has parameter
+/// defaults in which `calls` finds a sequence call.
 ///
 /// # Safety
 /// In a transaction.
-pub unsafe fn any_named(name: &CStr, check: &dyn Fn(*mut Node) -> bool) -> bool {
-    // SAFETY: the caller's contract; a syscache list released below.
+pub unsafe fn any_named(name: &CStr, calls: &dyn Fn(*mut Node) -> bool) -> bool {
+    // SAFETY: the caller's contract; a syscache list released below (or by
+    // the resource owner on an ERROR).
     unsafe {
-        let list =
-            pg_sys::SearchSysCacheList(PROCNAMEARGSNSP, 1, pg_sys::Datum::from(name.as_ptr()), 0.into(), 0.into());
+        let list = pg_sys::SearchSysCacheList(
+            PROCNAMEARGSNSP,
+            1,
+            pg_sys::Datum::from(name.as_ptr().cast_mut()),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        );
         let mut found = false;
         for i in 0..(*list).n_members as usize {
             let tuple = &raw mut (**(*list).members.as_mut_ptr().add(i)).tuple;
             let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
-            if (*form).pronargdefaults > 0 && stored_defaults(tuple).is_some_and(check) {
+            if (*form).pronargdefaults > 0 && stored_defaults(tuple).is_some_and(calls) {
                 found = true;
                 break;
             }
@@ -81,13 +168,16 @@ pub unsafe fn any_named(name: &CStr, check: &dyn Fn(*mut Node) -> bool) -> bool 
     }
 }
 
-/// The analysed default expressions a pg_proc row stores.
+/// The analysed default expressions a pg_proc row stores, a List.
 ///
 /// # Safety
 /// `tuple` is a pg_proc syscache tuple.
 unsafe fn stored_defaults(tuple: pg_sys::HeapTuple) -> Option<*mut Node> {
     // SAFETY: the caller's contract; the text is the planner's own node dump.
     unsafe {
+        if (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple)).pronargdefaults == 0 {
+            return None;
+        }
         let mut null = true;
         let datum = pg_sys::SysCacheGetAttr(PROCOID, tuple, pg_sys::Anum_pg_proc_proargdefaults as _, &mut null);
         if null {

@@ -105,7 +105,10 @@ unsafe fn names_sequence_function(function: Oid) -> bool {
             let mut null = true;
             let body = pg_sys::SysCacheGetAttr(PROCOID, tuple, pg_sys::Anum_pg_proc_prosqlbody as i16, &mut null);
             match (!null).then(|| pg_sys::text_to_cstring(body.cast_mut_ptr())) {
-                Some(tree) => found = rewrite::calls_sequence_function(pg_sys::stringToNode(tree).cast()),
+                Some(tree) => {
+                    let mut reading = pgrx::PgMemoryContexts::new("snowflake_id: a BEGIN ATOMIC body");
+                    found = reading.switch_to(|_| rewrite::calls_sequence_function(pg_sys::stringToNode(tree).cast()));
+                }
                 None => {
                     let source = pg_sys::SysCacheGetAttr(PROCOID, tuple, pg_sys::Anum_pg_proc_prosrc as i16, &mut null);
                     found = String::from_datum(source, null)

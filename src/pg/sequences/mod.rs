@@ -64,6 +64,7 @@ pub fn init() {
     in_progress::init();
     fence::init();
     checked::init();
+    defaults::init();
     inline::init();
     hint::init();
     rewrite::init();

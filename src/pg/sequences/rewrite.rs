@@ -329,7 +329,11 @@ unsafe extern "C-unwind" fn finds(node: *mut Node, context: *mut c_void) -> bool
 /// `node` is a valid node; in a transaction.
 unsafe fn left_defaults(node: *mut Node) -> Option<*mut Node> {
     // SAFETY: the caller's contract; the tag says which struct the node is.
-    unsafe { ((*node).type_ == NodeTag::T_FuncExpr).then(|| defaults::left_to_the_planner(node.cast())).flatten() }
+    unsafe {
+        ((*node).type_ == NodeTag::T_FuncExpr)
+            .then(|| defaults::left_to_the_planner(node.cast(), &|d| finds(d, std::ptr::null_mut())))
+            .flatten()
+    }
 }
 
 /// Whether an expression tree (analysed: a function's defaults or a BEGIN
