@@ -1038,10 +1038,18 @@ fn parameter_defaults_sql_bodies_and_nested_executes_keep_the_promise() {
            CREATE FUNCTION evil.oideq(oid, oid) RETURNS bool LANGUAGE plpgsql
              AS $$ BEGIN RAISE EXCEPTION 'the caller''s operator ran'; END $$;
            CREATE OPERATOR evil.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = evil.oideq);
-           CREATE SEQUENCE other;"#,
+           CREATE SEQUENCE other;
+           CREATE FUNCTION f(a int DEFAULT 0, b int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT a + b';
+           CREATE OR REPLACE FUNCTION f(a int DEFAULT f(1), b int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT a + b';"#,
     )
     .unwrap();
+    // Only the defaults a call leaves out are looked into, as PostgreSQL
+    // fills in only those (f's first one calls f again).
+    let sum: i32 = s.query_one("SELECT f(5)", &[]).unwrap_or_else(|e| panic!("{:?}", db_error(&e))).get(0);
+    assert_eq!(sum, 5);
     s.batch_execute("SELECT snowflake_sequence_register_table('t')").unwrap();
+    let sums = s.query_one("SELECT f(5), f(b => 2), h(x => 7)", &[]).unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    assert_eq!((sums.get::<_, i32>(0), sums.get::<_, i32>(1), sums.get::<_, i64>(2)), (5, 3, 7));
     let row =
         s.query_one("SELECT h(), hs(), ins(5), w(), atomic_w()", &[]).unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
     for i in 0..5 {
