@@ -43,7 +43,8 @@ unsafe extern "C-unwind" fn function_changed(_arg: pg_sys::Datum, _cache: i32, _
 
 /// The default expressions (a List) that `call` leaves to the planner, if
 /// any of the function's defaults calls a sequence function (as `calls`
-/// finds in them); None for most calls, after one hash lookup.
+/// finds in them: always the same walk, its answers are kept per
+/// function); None for most calls, after one hash lookup.
 ///
 /// # Safety
 /// `call` is a FuncExpr; in a transaction.
@@ -52,7 +53,7 @@ pub unsafe fn left_to_the_planner(call: *mut pg_sys::FuncExpr, calls: &dyn Fn(*m
     // held across a catalog lookup, which may run function_changed).
     unsafe {
         let function = (*call).funcid;
-        let known = (*std::ptr::addr_of!(CALLING)).as_ref().and_then(|m| m.get(&function).copied());
+        let known = known(function);
         if known == Some(false) {
             return None;
         }
@@ -61,21 +62,30 @@ pub unsafe fn left_to_the_planner(call: *mut pg_sys::FuncExpr, calls: &dyn Fn(*m
             return None;
         }
         let all = stored_defaults(tuple);
-        if known.is_none() {
-            // Not known yet: false while it is worked out, so that a
-            // default calling its own function ends the walk.
-            remember(function, false);
-            let calling = all.is_some_and(calls);
-            remember(function, calling);
-            if !calling {
-                pg_sys::ReleaseSysCache(tuple);
-                return None;
-            }
+        if known.is_none() && !work_out(function, all, calls) {
+            pg_sys::ReleaseSysCache(tuple);
+            return None;
         }
         let left = all.and_then(|defaults| left_out(call, tuple, defaults));
         pg_sys::ReleaseSysCache(tuple);
         left
     }
+}
+
+/// Whether `function`'s stored `defaults` call a sequence function, as
+/// `calls` finds, kept for the next time. False while it is worked out,
+/// so that a default calling its own function ends the walk.
+fn work_out(function: Oid, defaults: Option<*mut Node>, calls: &dyn Fn(*mut Node) -> bool) -> bool {
+    remember(function, false);
+    let calling = defaults.is_some_and(calls);
+    remember(function, calling);
+    calling
+}
+
+/// What [`work_out`] found for `function`, if it is kept.
+fn known(function: Oid) -> Option<bool> {
+    // SAFETY: see CALLING.
+    unsafe { (*std::ptr::addr_of!(CALLING)).as_ref().and_then(|m| m.get(&function).copied()) }
 }
 
 fn remember(function: Oid, calling: bool) {
@@ -139,7 +149,8 @@ pub unsafe fn fill_in(call: *mut pg_sys::FuncExpr) {
 }
 
 /// Whether any function named `name` (in any schema) has parameter
-/// defaults in which `calls` finds a sequence call.
+/// defaults in which `calls` finds a sequence call (kept per function, as
+/// for [`left_to_the_planner`]: `calls` is always the same walk).
 ///
 /// # Safety
 /// In a transaction.
@@ -157,8 +168,8 @@ pub unsafe fn any_named(name: &CStr, calls: &dyn Fn(*mut Node) -> bool) -> bool 
         let mut found = false;
         for i in 0..(*list).n_members as usize {
             let tuple = &raw mut (**(*list).members.as_mut_ptr().add(i)).tuple;
-            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
-            if (*form).pronargdefaults > 0 && stored_defaults(tuple).is_some_and(calls) {
+            let function = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple)).oid;
+            if known(function).unwrap_or_else(|| work_out(function, stored_defaults(tuple), calls)) {
                 found = true;
                 break;
             }

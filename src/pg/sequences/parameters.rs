@@ -15,10 +15,11 @@ use std::ffi::{c_char, c_void, CStr, CString};
 
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::prelude::*;
-use pgrx::PgMemoryContexts;
+use pgrx::{PgLogLevel, PgMemoryContexts};
 
 use super::registry;
 use super::rewrite::{self, is_native_sequence_function};
+use crate::pg::error::{self, Raise};
 
 /// Renames the native sequence function calls among EXECUTE's `params`, in
 /// place (the caller owns the tree).
@@ -52,7 +53,7 @@ pub unsafe fn names_a_sequence_call(params: *mut pg_sys::List) -> bool {
     unsafe {
         !params.is_null()
             && (0..(*params).length as usize)
-                .any(|i| names_a_sequence_function((*(*params).elements.add(i)).ptr_value.cast(), std::ptr::null_mut()))
+                .any(|i| names_a_sequence_function((*(*params).elements.add(i)).ptr_value.cast(), with_defaults()))
     }
 }
 
@@ -63,7 +64,7 @@ pub unsafe fn names_a_sequence_call(params: *mut pg_sys::List) -> bool {
 /// `node` is NULL or a raw expression tree.
 pub unsafe fn names_a_sequence_call_in(node: *mut Node) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { !node.is_null() && names_a_sequence_function(node, std::ptr::null_mut()) }
+    unsafe { !node.is_null() && names_a_sequence_function(node, with_defaults()) }
 }
 
 /// Renames, in a raw expression, the calls that `analyse` resolves to
@@ -76,7 +77,7 @@ pub unsafe fn names_a_sequence_call_in(node: *mut Node) -> bool {
 pub unsafe fn rename_calls(node: *mut Node, analyse: &dyn Fn(*mut Node) -> *mut Node) -> bool {
     // SAFETY: the caller's contract.
     unsafe {
-        if node.is_null() || !names_a_sequence_function(node, std::ptr::null_mut()) {
+        if node.is_null() || !names_a_sequence_function(node, with_defaults()) {
             return false;
         }
     }
@@ -89,6 +90,9 @@ pub unsafe fn rename_calls(node: *mut Node, analyse: &dyn Fn(*mut Node) -> *mut 
     // SAFETY: the caller's contract; the copy is analysed, the original renamed.
     unsafe {
         let analysed = analyse(pg_sys::copyObjectImpl(node.cast()).cast());
+        if rewrite::defaults_need_ours(analysed) {
+            refuse_left_out_default();
+        }
         let mut locations: Vec<i32> = Vec::new();
         collect_native_calls(analysed, (&raw mut locations).cast());
         if locations.is_empty() {
@@ -114,6 +118,24 @@ unsafe fn raw_walk(
 /// The context that has [`names_a_sequence_function`] count calls of
 /// functions whose parameter defaults call a sequence function.
 static WITH_DEFAULTS: u8 = 0;
+
+fn with_defaults() -> *mut c_void {
+    (&raw const WITH_DEFAULTS).cast_mut().cast()
+}
+
+/// A call here leaves a parameter default that calls a registered
+/// sequence to be filled in where no hook sees it (the executor's
+/// expression planner), and a raw call cannot be given our functions: an
+/// error, not a native value.
+fn refuse_left_out_default() -> ! {
+    error::new(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        "a function called here leaves out a parameter whose default calls a registered sequence",
+    )
+    .set_detail("Defaults left out are filled in after snowflake_id could put its functions in place of nextval.")
+    .set_hint("Pass that argument in the call, or call the function in a query of its own.")
+    .raise(PgLogLevel::ERROR)
+}
 
 /// Whether a raw expression calls a function named nextval, currval,
 /// setval or lastval (in any schema): the cheap test before an analysis.
@@ -250,11 +272,8 @@ pub fn sql_names_a_sequence_call(text: &str) -> bool {
                 return false;
             }
             let statement = (*(*(*parsed).elements).ptr_value.cast::<pg_sys::RawStmt>()).stmt;
-            // A non-null context: calls of functions whose parameter
-            // defaults call one count too (the planner fills them in).
-            let with_defaults = (&raw const WITH_DEFAULTS).cast_mut().cast::<c_void>();
             (*statement).type_ == NodeTag::T_SelectStmt
-                && raw_walk(statement, Some(names_a_sequence_function), with_defaults)
+                && raw_walk(statement, Some(names_a_sequence_function), with_defaults())
         })
     }
 }

@@ -336,6 +336,32 @@ unsafe fn left_defaults(node: *mut Node) -> Option<*mut Node> {
     }
 }
 
+/// Whether an analysed expression calls a function that leaves out a
+/// parameter whose default calls what our functions must serve (see
+/// [`needs_ours`]).
+///
+/// # Safety
+/// `node` is NULL or a valid expression tree; in a transaction.
+pub unsafe fn defaults_need_ours(node: *mut Node) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { routing() && defaulted_needs(node, std::ptr::null_mut()) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn defaulted_needs(node: *mut Node, context: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: a node of the tree the walk was started on.
+    unsafe {
+        if (*node).type_ == NodeTag::T_Query {
+            return query_walker(node.cast(), Some(defaulted_needs), context);
+        }
+        left_defaults(node).is_some_and(|d| needs(d, std::ptr::null_mut()))
+            || pg_sys::expression_tree_walker(node, Some(defaulted_needs), context)
+    }
+}
+
 /// Whether an expression tree (analysed: a function's defaults or a BEGIN
 /// ATOMIC body) calls a native sequence function, also through the
 /// defaults of a function it calls.
