@@ -1071,6 +1071,17 @@ fn parameter_defaults_sql_bodies_and_nested_executes_keep_the_promise() {
     let id: i64 = s.query_one("SELECT h()", &[]).unwrap().get(0);
     assert!(ours(&mut s, id) && id > logged, "{id}");
     s.batch_execute("SELECT wipe(); CALL notify_sql()").unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    // Where calls are matched by name before analysis, a left-out default
+    // that calls a registered sequence is refused, not run natively; COPY's
+    // WHERE, analysed before it runs, is served.
+    for refused in ["EXECUTE p(hs())", "ALTER TABLE log ADD COLUMN c bigint DEFAULT hs()"] {
+        let (code, message, hint) = error_of(&mut s, refused);
+        assert_eq!(code, "0A000", "{refused}: {message}");
+        assert!(hint.contains("Pass that argument"), "{hint}");
+    }
+    s.batch_execute("COPY log FROM PROGRAM 'echo 1' WHERE hs() > 0").unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    let native_now: i64 = s.query_one("SELECT last_value FROM t_id_seq", &[]).unwrap().get(0);
+    assert_eq!(native_now, native_before, "nothing ran natively");
     s.batch_execute("SET search_path = evil, pg_catalog, public; SELECT snowflake_sequence_register('public.other')")
         .unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
 }
