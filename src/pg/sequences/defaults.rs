@@ -25,20 +25,56 @@ const PROCOID: i32 = pg_sys::SysCacheIdentifier::PROCOID as i32;
 #[allow(clippy::unnecessary_cast)]
 const PROCNAMEARGSNSP: i32 = pg_sys::SysCacheIdentifier::PROCNAMEARGSNSP as i32;
 
-// SAFETY (for CALLING): a backend runs one thread.
+// SAFETY (for the statics): a backend runs one thread; the callbacks run in it.
 /// Per function, whether any of its parameter defaults calls a sequence
 /// function; dropped when any function changes.
 static mut CALLING: Option<HashMap<Oid, bool>> = None;
+/// The functions whose defaults are being looked into, outermost first: a
+/// default that calls one of them again ends the walk there (its defaults
+/// are being looked into already). Emptied by an abort, which an ERROR in
+/// the walk leaves it to.
+static mut LOOKING: Vec<Oid> = Vec::new();
+/// Counts the changes of functions: an answer worked out across one (its
+/// catalog lookups take in invalidations) is not kept.
+static mut CHANGES: u64 = 0;
 
 pub fn init() {
-    // SAFETY: a syscache callback registered from _PG_init, in the postmaster.
-    unsafe { pg_sys::CacheRegisterSyscacheCallback(PROCOID, Some(function_changed), pg_sys::Datum::from(0)) };
+    // SAFETY: callbacks registered from _PG_init, in the postmaster.
+    unsafe {
+        pg_sys::CacheRegisterSyscacheCallback(PROCOID, Some(function_changed), pg_sys::Datum::from(0));
+        pg_sys::RegisterXactCallback(Some(at_abort), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(at_subtransaction_abort), std::ptr::null_mut());
+    }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn function_changed(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
-    // SAFETY: see CALLING.
-    unsafe { CALLING = None };
+    // SAFETY: see the statics.
+    unsafe {
+        CALLING = None;
+        CHANGES += 1;
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn at_abort(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    if matches!(event, pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT) {
+        // SAFETY: see the statics.
+        unsafe { (*std::ptr::addr_of_mut!(LOOKING)).clear() };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn at_subtransaction_abort(
+    event: pg_sys::SubXactEvent::Type,
+    _mine: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        // SAFETY: see the statics.
+        unsafe { (*std::ptr::addr_of_mut!(LOOKING)).clear() };
+    }
 }
 
 /// The default expressions (a List) that `call` leaves to the planner, if
@@ -73,12 +109,29 @@ pub unsafe fn left_to_the_planner(call: *mut pg_sys::FuncExpr, calls: &dyn Fn(*m
 }
 
 /// Whether `function`'s stored `defaults` call a sequence function, as
-/// `calls` finds, kept for the next time. False while it is worked out,
-/// so that a default calling its own function ends the walk.
+/// `calls` finds. Kept for the next time when true, or when found by the
+/// outermost walk (an inner one that met a function being looked into
+/// answers for its own part only), and no function changed meanwhile.
 fn work_out(function: Oid, defaults: Option<*mut Node>, calls: &dyn Fn(*mut Node) -> bool) -> bool {
-    remember(function, false);
+    // SAFETY: see the statics; no reference into LOOKING is held across
+    // the walk, which pushes and pops it.
+    let (outermost, changes) = unsafe {
+        let looking = &mut *std::ptr::addr_of_mut!(LOOKING);
+        if looking.contains(&function) {
+            return false;
+        }
+        looking.push(function);
+        (looking.len() == 1, CHANGES)
+    };
     let calling = defaults.is_some_and(calls);
-    remember(function, calling);
+    // SAFETY: as above.
+    let unchanged = unsafe {
+        (*std::ptr::addr_of_mut!(LOOKING)).pop();
+        CHANGES == changes
+    };
+    if (calling || outermost) && unchanged {
+        remember(function, calling);
+    }
     calling
 }
 

@@ -153,7 +153,9 @@ unsafe extern "C-unwind" fn names_a_sequence_function(node: *mut Node, context: 
             if !names.is_null() && (*names).length > 0 {
                 let last = (*(*names).elements.add((*names).length as usize - 1)).ptr_value.cast::<pg_sys::String>();
                 let name = CStr::from_ptr((*last).sval);
-                if ours_for(name).is_some() || (!context.is_null() && rewrite::defaults_of_named_call_sequences(name)) {
+                if ours_for(name).is_some()
+                    || (!context.is_null() && rewrite::routing() && rewrite::defaults_of_named_call_sequences(name))
+                {
                     return true;
                 }
             }
