@@ -1040,7 +1040,11 @@ fn parameter_defaults_sql_bodies_and_nested_executes_keep_the_promise() {
            CREATE OPERATOR evil.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = evil.oideq);
            CREATE SEQUENCE other;
            CREATE FUNCTION f(a int DEFAULT 0, b int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT a + b';
-           CREATE OR REPLACE FUNCTION f(a int DEFAULT f(1), b int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT a + b';"#,
+           CREATE OR REPLACE FUNCTION f(a int DEFAULT f(1), b int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT a + b';
+           CREATE FUNCTION k(a bigint DEFAULT 0, b bigint DEFAULT 0) RETURNS bigint LANGUAGE sql AS 'SELECT b';
+           CREATE FUNCTION j(a bigint DEFAULT k(0)) RETURNS bigint LANGUAGE sql AS 'SELECT a';
+           CREATE OR REPLACE FUNCTION k(a bigint DEFAULT j(), b bigint DEFAULT nextval('t_id_seq')) RETURNS bigint
+             LANGUAGE sql AS 'SELECT b';"#,
     )
     .unwrap();
     // Only the defaults a call leaves out are looked into, as PostgreSQL
@@ -1050,6 +1054,13 @@ fn parameter_defaults_sql_bodies_and_nested_executes_keep_the_promise() {
     s.batch_execute("SELECT snowflake_sequence_register_table('t')").unwrap();
     let sums = s.query_one("SELECT f(5), f(b => 2), h(x => 7)", &[]).unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
     assert_eq!((sums.get::<_, i32>(0), sums.get::<_, i32>(1), sums.get::<_, i64>(2)), (5, 3, 7));
+    // k's defaults call j, whose default calls k again: looked into from k
+    // first, j's answer then is not kept as final, and j() later reaches
+    // k's nextval.
+    for call in ["SELECT k(1)", "SELECT j()"] {
+        let id: i64 = s.query_one(call, &[]).unwrap_or_else(|e| panic!("{call}: {:?}", db_error(&e))).get(0);
+        assert!(ours(&mut s, id), "{call}: {id}");
+    }
     let row =
         s.query_one("SELECT h(), hs(), ins(5), w(), atomic_w()", &[]).unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
     for i in 0..5 {
