@@ -53,7 +53,7 @@ pub unsafe fn names_a_sequence_call(params: *mut pg_sys::List) -> bool {
     unsafe {
         !params.is_null()
             && (0..(*params).length as usize)
-                .any(|i| names_a_sequence_function((*(*params).elements.add(i)).ptr_value.cast(), with_defaults()))
+                .any(|i| names_a_sequence_function((*(*params).elements.add(i)).ptr_value.cast(), std::ptr::null_mut()))
     }
 }
 
@@ -64,7 +64,7 @@ pub unsafe fn names_a_sequence_call(params: *mut pg_sys::List) -> bool {
 /// `node` is NULL or a raw expression tree.
 pub unsafe fn names_a_sequence_call_in(node: *mut Node) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { !node.is_null() && names_a_sequence_function(node, with_defaults()) }
+    unsafe { !node.is_null() && names_a_sequence_function(node, std::ptr::null_mut()) }
 }
 
 /// Renames, in a raw expression, the calls that `analyse` resolves to
@@ -77,7 +77,7 @@ pub unsafe fn names_a_sequence_call_in(node: *mut Node) -> bool {
 pub unsafe fn rename_calls(node: *mut Node, analyse: &dyn Fn(*mut Node) -> *mut Node) -> bool {
     // SAFETY: the caller's contract.
     unsafe {
-        if node.is_null() || !names_a_sequence_function(node, with_defaults()) {
+        if node.is_null() || !names_a_sequence_function(node, std::ptr::null_mut()) {
             return false;
         }
     }
@@ -115,14 +115,6 @@ unsafe fn raw_walk(
     unsafe { pg_sys::raw_expression_tree_walker(node, walker, context) }
 }
 
-/// The context that has [`names_a_sequence_function`] count calls of
-/// functions whose parameter defaults call a sequence function.
-static WITH_DEFAULTS: u8 = 0;
-
-fn with_defaults() -> *mut c_void {
-    (&raw const WITH_DEFAULTS).cast_mut().cast()
-}
-
 /// A call here leaves a parameter default that calls a registered
 /// sequence to be filled in where no hook sees it (the executor's
 /// expression planner), and a raw call cannot be given our functions: an
@@ -138,9 +130,9 @@ fn refuse_left_out_default() -> ! {
 }
 
 /// Whether a raw expression calls a function named nextval, currval,
-/// setval or lastval (in any schema): the cheap test before an analysis.
-/// With a non-null `context` (an inlined body), also a call of a function
-/// of any name whose parameter defaults call one.
+/// setval or lastval (in any schema), or, where sequence calls are routed,
+/// a function of any name whose parameter defaults call one: the cheap
+/// test before an analysis.
 #[pg_guard]
 unsafe extern "C-unwind" fn names_a_sequence_function(node: *mut Node, context: *mut c_void) -> bool {
     if node.is_null() {
@@ -153,9 +145,7 @@ unsafe extern "C-unwind" fn names_a_sequence_function(node: *mut Node, context: 
             if !names.is_null() && (*names).length > 0 {
                 let last = (*(*names).elements.add((*names).length as usize - 1)).ptr_value.cast::<pg_sys::String>();
                 let name = CStr::from_ptr((*last).sval);
-                if ours_for(name).is_some()
-                    || (!context.is_null() && rewrite::routing() && rewrite::defaults_of_named_call_sequences(name))
-                {
+                if ours_for(name).is_some() || (rewrite::routing() && rewrite::defaults_of_named_call_sequences(name)) {
                     return true;
                 }
             }
@@ -275,7 +265,7 @@ pub fn sql_names_a_sequence_call(text: &str) -> bool {
             }
             let statement = (*(*(*parsed).elements).ptr_value.cast::<pg_sys::RawStmt>()).stmt;
             (*statement).type_ == NodeTag::T_SelectStmt
-                && raw_walk(statement, Some(names_a_sequence_function), with_defaults())
+                && raw_walk(statement, Some(names_a_sequence_function), std::ptr::null_mut())
         })
     }
 }
