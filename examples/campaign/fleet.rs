@@ -669,9 +669,9 @@ impl Fleet {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let (mut written, mut errors) = (Vec::new(), Vec::new());
-        for w in writers {
+        for (k, w) in writers.into_iter().enumerate() {
             let (ids, e) = w.join().unwrap();
-            written.extend(ids);
+            written.extend(ids.into_iter().map(|(id, started_us, ended_us)| (id, started_us, ended_us, k)));
             errors.extend(e);
         }
         // Rows of a registered window that carry no snowflake ID of this server.
@@ -703,13 +703,16 @@ impl Fleet {
             .collect();
         let recorded: Vec<Id> = written
             .iter()
-            .filter(|(id, _, _)| ours.contains(id))
-            .map(|&(id, started_us, ended_us)| Id {
+            .filter(|(id, _, _, _)| ours.contains(id))
+            .map(|&(id, started_us, ended_us, k)| Id {
                 id,
                 server: server.name.clone(),
                 lineage,
                 timeline,
-                client: 900,
+                // One client number per writer: the checker tells calls
+                // apart by client and start, and writers released together
+                // from a registration's lock start in the same microsecond.
+                client: 900 + k,
                 kind: "churn",
                 started_us,
                 ended_us,
