@@ -186,13 +186,9 @@ fn pg_config_value(option: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// The major version of the PostgreSQL under test (from `pg_config --version`:
-/// "PostgreSQL 17.11", "PostgreSQL 15.20 (Debian ...)", "PostgreSQL 18beta1").
+/// The major version of the PostgreSQL under test.
 fn pg_major() -> u32 {
-    let text = pg_config_value("--version");
-    let version = text.split_whitespace().nth(1).unwrap_or_default();
-    let digits: String = version.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().unwrap_or_else(|_| panic!("no version in {text:?}"))
+    common::installed_major().parse().expect("a major version")
 }
 
 // ---------------------------------------------------------------------------

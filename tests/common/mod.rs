@@ -52,6 +52,16 @@ pub fn pg_config() -> PathBuf {
     PathBuf::from(line.split('"').nth(1).expect("a quoted path"))
 }
 
+/// The major version of the installation under test, as its pg_config says
+/// ("PostgreSQL 17.11", "PostgreSQL 15.20 (Debian ...)", "PostgreSQL
+/// 18beta1"): a test binary built for one version may test another.
+pub fn installed_major() -> String {
+    let out = Command::new(pg_config()).arg("--version").output().expect("pg_config runs");
+    let version = String::from_utf8(out.stdout).unwrap();
+    let number = version.trim().trim_start_matches("PostgreSQL ");
+    number.split(|c: char| !c.is_ascii_digit()).next().unwrap().to_string()
+}
+
 pub fn bindir() -> PathBuf {
     let out = Command::new(pg_config()).arg("--bindir").output().expect("pg_config runs");
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
@@ -218,10 +228,26 @@ impl Cluster {
         Self::build(name, false, &[], false, &[])
     }
 
+    /// Like `new`, run by the binaries in `bin`: another installation of
+    /// the same major version.
+    pub fn of_installation(bin: &Path, name: &str, settings: &[&str]) -> Cluster {
+        Self::build_with(bin.to_path_buf(), name, true, &with_identity(settings), false, &[])
+    }
+
     fn build(name: &str, preload: bool, settings: &[&str], fake_clock: bool, initdb_args: &[&str]) -> Cluster {
+        Self::build_with(bindir(), name, preload, settings, fake_clock, initdb_args)
+    }
+
+    fn build_with(
+        bin: PathBuf,
+        name: &str,
+        preload: bool,
+        settings: &[&str],
+        fake_clock: bool,
+        initdb_args: &[&str],
+    ) -> Cluster {
         let dir = cluster_dir();
         let data = dir.join("data");
-        let bin = bindir();
         let out = as_server_user(&bin.join("initdb"))
             .args(["--auth=trust", "--username=postgres", "--no-sync", "--encoding=UTF8", "--locale=C"])
             .args(initdb_args)
