@@ -7,7 +7,7 @@
 //! under a running server; the tarball's install.sh, for the version under test
 //! (it refuses another major version and an older glibc than the library
 //! needs, and what it installs passes the pg_regress suite), tested on the
-//! system it names: 15 on Debian 12, 19 in the Debian sid chroot; and the
+//! system it names: 15, 16 and 17 on Debian 12, 19 in the Debian sid chroot; and the
 //! image-volume archive for 18 and 19, whose files alone serve a server through
 //! extension_control_path and dynamic_library_path, as CloudNativePG mounts
 //! them.
@@ -98,13 +98,24 @@ mod debian {
             std::fs::read_to_string(unpacked.0.join(doc.trim_start_matches('/')).join("copyright")).unwrap();
         assert!(copyright.starts_with("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"));
         assert!(copyright.contains("\nFiles: rust/crates/pgrx-"), "the crates linked in are listed");
-        let named: std::collections::BTreeSet<&str> = copyright
-            .lines()
-            .filter_map(|l| l.strip_prefix("License: "))
-            .filter(|l| l.contains(' ') || !copyright.contains(&format!("\nLicense: {l}\n ")))
-            .flat_map(|l| l.split([' ', '(', ')']))
-            .filter(|w| !w.is_empty() && *w != "or" && *w != "and")
-            .collect();
+        // The licenses the Files paragraphs name ("A or B, and C", "A with X
+        // exception"), each with a paragraph of its own that holds its text.
+        let mut named = std::collections::BTreeSet::new();
+        for expression in copyright.lines().filter_map(|l| l.strip_prefix("License: ")) {
+            let mut words = expression.split([' ', ',']).filter(|w| !w.is_empty());
+            while let Some(w) = words.next() {
+                match w {
+                    "or" | "and" | "exception" => {}
+                    "with" => {
+                        words.next();
+                    }
+                    name => {
+                        named.insert(name);
+                    }
+                }
+            }
+        }
+        assert!(named.contains("Expat") && named.contains("Apache-2.0"), "{named:?}");
         for name in named {
             assert!(copyright.contains(&format!("\nLicense: {name}\n ")), "no text for the license {name}");
         }

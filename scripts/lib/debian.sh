@@ -4,18 +4,21 @@
 # The .deb's Depends: the server, and the C libraries the library links to.
 deb_depends() { # MAJOR LIBRARY
   local depends="postgresql-$1, libc6 (>= $(glibc_of "$2"))"
-  if objdump -p "$2" | grep -q 'NEEDED.*libgcc_s'; then
+  # grep reads all of objdump's output: with -q it may stop early, and
+  # pipefail would take objdump's broken pipe for "no libgcc_s".
+  if objdump -p "$2" | grep 'NEEDED.*libgcc_s' >/dev/null; then
     depends+=", libgcc-s1"
   fi
   echo "$depends"
 }
 
-# postgresql-MAJOR-snowflake-id_VERSION-1_amd64.deb into dist/, in the layout
-# Debian and PGDG share (/usr/lib/postgresql/NN/lib, /usr/share/postgresql/NN/
-# extension), from a build's library and extension files; SOURCE is the tree
-# it was built from (its README, docs and crate graph for the copyright file).
-build_deb() { # MAJOR LIBRARY EXTENSION_DIR VERSION SOURCE
-  local v=$1 so=$2 extension=$3 upstream=$4 source=$5
+# postgresql-MAJOR-snowflake-id_VERSION-1_amd64.deb into OUT (dist/ by
+# default), in the layout Debian and PGDG share (/usr/lib/postgresql/NN/lib,
+# /usr/share/postgresql/NN/extension), from a build's library and extension
+# files; SOURCE is the tree it was built from (its README, docs and crate
+# graph for the copyright file).
+build_deb() { # MAJOR LIBRARY EXTENSION_DIR VERSION SOURCE [OUT]
+  local v=$1 so=$2 extension=$3 upstream=$4 source=$5 out=${6:-dist}
   local name="postgresql-$v-snowflake-id" root="$work/deb-$v-$upstream" revision="$upstream-1"
   local doc="$root/usr/share/doc/$name" lib="$root/usr/lib/postgresql/$v/lib"
   rm -rf "$root"
@@ -25,7 +28,12 @@ build_deb() { # MAJOR LIBRARY EXTENSION_DIR VERSION SOURCE
   strip --remove-section=.comment --remove-section=.note --strip-unneeded "$lib/snowflake_id.so"
   install -m 644 "$extension"/snowflake_id* "$root/usr/share/postgresql/$v/extension/"
   install -m 644 "$source/README.md" "$doc/"
-  cp -r "$source/docs" "$doc/"
+  if [[ $source == . ]]; then
+    # The committed docs only, not whatever else lies in the working tree.
+    git -c safe.directory='*' ls-files -z docs | xargs -0 -I{} install -D -m 644 {} "$doc/{}"
+  else
+    cp -r "$source/docs" "$doc/"
+  fi
   find "$doc" -type d -exec chmod 755 {} + -o -type f -exec chmod 644 {} +
   python3 scripts/deb-copyright --manifest-path "$source/Cargo.toml" --features "pg$v" >"$doc/copyright"
   # One entry per package release; what changed is in docs/upgrades.md.
@@ -74,16 +82,19 @@ exit 0
 EOF
   chmod 755 "$root/DEBIAN/postrm"
   (cd "$root" && find usr -type f -exec md5sum {} + | sort -k 2) >"$root/DEBIAN/md5sums"
-  local deb="dist/${name}_${revision}_amd64.deb"
+  find "$root" -exec touch -h -d "@$released" {} +
+  local deb="$out/${name}_${revision}_amd64.deb"
+  mkdir -p "$out"
   dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
   echo "== package: $deb"
 }
 
 # The previous release's .deb for MAJOR, built from its commit (a debug build:
-# the same code in minutes less), for the repository's upgrade test.
-build_previous_deb() { # MAJOR VERSION COMMIT
-  local v=$1 upstream=$2 commit=$3 src="$work/previous-$2" pg_config
+# the same code in minutes less) into OUT, for the repository's upgrade test.
+build_previous_deb() { # MAJOR VERSION COMMIT OUT
+  local v=$1 upstream=$2 commit=$3 out=$4 src="$work/previous-$2" pg_config
   pg_config=$(pg_config_for "$v")
+  [[ -x $pg_config ]] || { echo "package: no pg_config for PostgreSQL $v" >&2; exit 1; }
   git cat-file -e "$commit^{commit}" 2>/dev/null ||
     { echo "package: the commit of release $upstream ($commit) is not in this clone" >&2; exit 1; }
   rm -rf "$src" "$src-pg$v"
@@ -92,15 +103,21 @@ build_previous_deb() { # MAJOR VERSION COMMIT
   # The same target directory: the dependencies built for the tests serve it.
   CARGO_TARGET_DIR="$PWD/target" cargo pgrx package --manifest-path "$src/Cargo.toml" --debug \
     --pg-config "$pg_config" --features "pg$v" --no-default-features --out-dir "$src-pg$v"
+  local released
+  released=$(git -c safe.directory='*' log -1 --format=%ct "$commit")
   build_deb "$v" "$src-pg$v$("$pg_config" --pkglibdir)/snowflake_id.so" \
-    "$src-pg$v$("$pg_config" --sharedir)/extension" "$upstream" "$src"
+    "$src-pg$v$("$pg_config" --sharedir)/extension" "$upstream" "$src" "$out"
 }
 
-# dist/apt: an apt repository (suite "stable", component "main") of the
-# .debs given, signed with a key made for this build (kept in
-# target/package/gnupg); its public key beside it, for signed-by.
-build_repository() { # DEB...
-  local repo=dist/apt gnupg="$work/gnupg"
+# An apt repository at REPO (suite "stable", component "main") of the .debs
+# given, signed, with its public key beside it for signed-by. The key is the
+# one in SNOWFLAKE_APT_GNUPGHOME (SNOWFLAKE_APT_KEY names it when that home
+# holds several): a release signs with the project's own there. Without it,
+# a key made for this build, kept in target/package/gnupg (a new clone or
+# `cargo clean` makes another).
+build_repository() { # REPO DEB...
+  local repo=$1 gnupg=${SNOWFLAKE_APT_GNUPGHOME:-$work/gnupg} key
+  shift
   rm -rf "$repo"
   mkdir -p "$repo/pool/main/s/snowflake-id" "$repo/dists/stable/main/binary-amd64"
   cp "$@" "$repo/pool/main/s/snowflake-id/"
@@ -116,16 +133,21 @@ build_repository() { # DEB...
       release dists/stable >dists/stable/Release.new
     mv dists/stable/Release.new dists/stable/Release
   )
-  mkdir -p "$gnupg"
-  chmod 700 "$gnupg"
-  if ! GNUPGHOME="$gnupg" gpg --batch --list-secret-keys 2>/dev/null | grep -q sec; then
-    GNUPGHOME="$gnupg" gpg --batch --quiet --passphrase '' \
-      --quick-gen-key "snowflake_id archive signing key (made by scripts/package) <snowflake-id@example.org>" \
-      ed25519 sign never
+  local g=(gpg --homedir "$gnupg" --batch --yes --quiet --no-auto-check-trustdb)
+  if [[ -z ${SNOWFLAKE_APT_GNUPGHOME:-} ]]; then
+    mkdir -p "$gnupg"
+    chmod 700 "$gnupg"
+    if ! "${g[@]}" --list-secret-keys --with-colons | grep '^sec' >/dev/null; then
+      "${g[@]}" --passphrase '' --quick-gen-key \
+        "snowflake_id archive signing key (made by scripts/package) <snowflake-id@example.org>" ed25519 sign never
+    fi
   fi
-  GNUPGHOME="$gnupg" gpg --batch --yes --quiet --clearsign -o "$repo/dists/stable/InRelease" "$repo/dists/stable/Release"
-  GNUPGHOME="$gnupg" gpg --batch --yes --quiet -abs -o "$repo/dists/stable/Release.gpg" "$repo/dists/stable/Release"
-  GNUPGHOME="$gnupg" gpg --batch --yes --export >"$repo/snowflake-id-archive-keyring.gpg"
-  GNUPGHOME="$gnupg" gpg --batch --yes --armor --export >"$repo/snowflake-id-archive-keyring.asc"
-  echo "== repository: $repo ($# packages, signed by $(GNUPGHOME="$gnupg" gpg --batch --with-colons --list-keys | awk -F: '/^fpr/ {print $10; exit}'))"
+  key=${SNOWFLAKE_APT_KEY:-$("${g[@]}" --list-secret-keys --with-colons | awk -F: '/^fpr/ {print $10; exit}')}
+  [[ -n $key ]] || { echo "package: no secret key in $gnupg to sign the repository" >&2; exit 1; }
+  "${g[@]}" --local-user "$key" --clearsign -o "$repo/dists/stable/InRelease" "$repo/dists/stable/Release"
+  "${g[@]}" --local-user "$key" -abs -o "$repo/dists/stable/Release.gpg" "$repo/dists/stable/Release"
+  "${g[@]}" --export "$key" >"$repo/snowflake-id-archive-keyring.gpg"
+  "${g[@]}" --armor --export "$key" >"$repo/snowflake-id-archive-keyring.asc"
+  gpgconf --homedir "$gnupg" --kill gpg-agent 2>/dev/null || true
+  echo "== repository: $repo ($# packages, signed by $key)"
 }
