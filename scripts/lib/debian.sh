@@ -28,9 +28,9 @@ build_deb() { # MAJOR LIBRARY EXTENSION_DIR VERSION SOURCE [OUT]
   strip --remove-section=.comment --remove-section=.note --strip-unneeded "$lib/snowflake_id.so"
   install -m 644 "$extension"/snowflake_id* "$root/usr/share/postgresql/$v/extension/"
   install -m 644 "$source/README.md" "$doc/"
-  if [[ $source == . ]]; then
-    # The committed docs only, not whatever else lies in the working tree.
-    git -c safe.directory='*' ls-files -z docs | xargs -0 -I{} install -D -m 644 {} "$doc/{}"
+  if [[ $source == . ]] && git -c safe.directory='*' rev-parse --verify -q HEAD >/dev/null; then
+    # The committed docs, not whatever else lies in the working tree.
+    git -c safe.directory='*' archive HEAD docs | tar -x -C "$doc"
   else
     cp -r "$source/docs" "$doc/"
   fi
@@ -142,12 +142,21 @@ build_repository() { # REPO DEB...
         "snowflake_id archive signing key (made by scripts/package) <snowflake-id@example.org>" ed25519 sign never
     fi
   fi
-  key=${SNOWFLAKE_APT_KEY:-$("${g[@]}" --list-secret-keys --with-colons | awk -F: '/^fpr/ {print $10; exit}')}
-  [[ -n $key ]] || { echo "package: no secret key in $gnupg to sign the repository" >&2; exit 1; }
+  # Exactly one primary secret key, by its fingerprint: the one
+  # SNOWFLAKE_APT_KEY names, or the only one there is.
+  local listed fingerprints
+  listed=$("${g[@]}" --list-secret-keys --with-colons -- ${SNOWFLAKE_APT_KEY:+"$SNOWFLAKE_APT_KEY"})
+  fingerprints=$(awk -F: '$1 == "sec" {want = 1; next} $1 == "fpr" && want {print $10; want = 0}' <<<"$listed")
+  if [[ $(wc -w <<<"$fingerprints") != 1 ]]; then
+    echo "package: $(wc -w <<<"$fingerprints") secret keys in $gnupg${SNOWFLAKE_APT_KEY:+ match $SNOWFLAKE_APT_KEY}: name one with SNOWFLAKE_APT_KEY" >&2
+    exit 1
+  fi
+  key=$fingerprints
   "${g[@]}" --local-user "$key" --clearsign -o "$repo/dists/stable/InRelease" "$repo/dists/stable/Release"
   "${g[@]}" --local-user "$key" -abs -o "$repo/dists/stable/Release.gpg" "$repo/dists/stable/Release"
   "${g[@]}" --export "$key" >"$repo/snowflake-id-archive-keyring.gpg"
   "${g[@]}" --armor --export "$key" >"$repo/snowflake-id-archive-keyring.asc"
-  gpgconf --homedir "$gnupg" --kill gpg-agent 2>/dev/null || true
+  # The agent of the home made for the build only; a release manager's stays.
+  [[ -n ${SNOWFLAKE_APT_GNUPGHOME:-} ]] || gpgconf --homedir "$gnupg" --kill gpg-agent 2>/dev/null || true
   echo "== repository: $repo ($# packages, signed by $key)"
 }
