@@ -1,5 +1,6 @@
 # Debian packages and the apt repository, for scripts/package (sourced; it
-# sets work, MAINTAINER and released, and defines glibc_of).
+# sets work, MAINTAINER and released, and defines glibc_of and
+# install_library).
 
 # The .deb's Depends: the server, and the C libraries the library links to.
 deb_depends() { # MAJOR LIBRARY
@@ -23,9 +24,7 @@ build_deb() { # MAJOR LIBRARY EXTENSION_DIR VERSION SOURCE [OUT]
   local doc="$root/usr/share/doc/$name" lib="$root/usr/lib/postgresql/$v/lib"
   rm -rf "$root"
   mkdir -p "$root/DEBIAN" "$lib" "$root/usr/share/postgresql/$v/extension" "$doc"
-  # Stripped as Debian's dh_strip does; the tarball keeps the symbol table.
-  install -m 644 "$so" "$lib/snowflake_id.so"
-  strip --remove-section=.comment --remove-section=.note --strip-unneeded "$lib/snowflake_id.so"
+  install_library "$so" "$lib"
   install -m 644 "$extension"/snowflake_id* "$root/usr/share/postgresql/$v/extension/"
   install -m 644 "$source/README.md" "$doc/"
   if [[ $source == . ]] && git -c safe.directory='*' rev-parse --verify -q HEAD >/dev/null; then

@@ -8,9 +8,10 @@
 //! claims every SQL function whose body names nextval, currval, setval or
 //! lastval, or a function whose parameter defaults call one (which the
 //! planner fills in after inlining, see [`super::defaults`]); it then runs
-//! as a function, whose statements go through the planner and our hook. The registry is read here only while a query is
-//! planned ([`super::rewrite::planning`]): this hook also runs where no
-//! catalog may be read (a relcache build), and there asks the cache as it is.
+//! as a function, whose statements go through the planner and our hook. The
+//! registry is read here only while a query is planned
+//! ([`super::rewrite::planning`]): this hook also runs where no catalog may
+//! be read (a relcache build), and there asks the cache as it is.
 
 use std::collections::HashMap;
 
