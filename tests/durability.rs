@@ -82,10 +82,23 @@ fn corrupt_and_unreadable_state_files_refuse_ids_and_keep_the_server_up() {
     assert!(text.contains("mark_unix_ms=") && text.contains("crc32="), "{text}");
 
     let edited = text.replacen("clock_back=0", "clock_back=1", 1);
-    let cases: [(&str, Vec<u8>, &str); 3] = [
+    let body = text.split("crc32=").next().unwrap();
+    // Half of the old file, and the second half of one written for a later
+    // mark (its mark in the first half, its checksum in the second).
+    let ms_line = body.lines().find(|l| l.starts_with("mark_unix_ms=")).unwrap();
+    let ms: i64 = ms_line["mark_unix_ms=".len()..].parse().unwrap();
+    let later = common::seal_state_file(&body.replacen(ms_line, &format!("mark_unix_ms={}", ms + 7), 1));
+    let half = good.len() / 2;
+    assert!(body.find(ms_line).unwrap() + ms_line.len() < half, "the mark lies in the first half");
+    let torn = [&good[..half], &later.as_bytes()[half..]].concat();
+    let future = common::seal_state_file(&body.replacen("version=3", "version=9", 1));
+    let cases: [(&str, Vec<u8>, &str); 6] = [
         ("garbage", b"not a state file".to_vec(), "is corrupt"),
         ("edited", edited.into_bytes(), "is corrupt"),
         ("empty", Vec::new(), "is corrupt"),
+        ("torn", torn, "is corrupt"),
+        ("truncated", good[..good.len() - 12].to_vec(), "is corrupt"),
+        ("future version", future.into_bytes(), "its version 9 is not"),
     ];
     // Generator state never keeps the server down: it starts, serves reads,
     // and refuses each ID call (55000) until the file is repaired or a floor raised.
@@ -126,6 +139,17 @@ fn corrupt_and_unreadable_state_files_refuse_ids_and_keep_the_server_up() {
 
     let chmod = c.run_program("chmod", &["600", c.state_file().to_str().unwrap()]);
     assert!(chmod.status.success());
+    // Another owner (a restore run as root): the server's user cannot read it.
+    let state = c.state_file();
+    if common::as_root("chown", &["root:root", state.to_str().unwrap()]).status.success() {
+        let log_before = c.log().len();
+        c.start();
+        let log = c.log()[log_before..].to_string();
+        assert!(log.contains("could not read snowflake_id state file") && log.contains("Permission denied"), "{log}");
+        refuses_ids("another owner");
+        c.stop();
+        assert!(common::as_root("chown", &["postgres:postgres", state.to_str().unwrap()]).status.success());
+    }
     c.start();
     let after: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
     assert!(after > before);

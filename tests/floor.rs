@@ -27,7 +27,8 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     primary.start();
     primary.session().batch_execute(TABLE).unwrap();
     // An hour ahead, then the clock is set right and the state file is lost:
-    // the server starts at the clock, an hour below its own IDs.
+    // the server knows it issued IDs (its note in global/) and refuses to
+    // generate rather than start at the clock, an hour below its own IDs.
     primary.clock.as_ref().unwrap().set_offset(3600);
     insert(&primary, "ahead");
     let (_, ahead_max) = side_min_max(&primary, "ahead");
@@ -35,8 +36,10 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     assert!(primary.run_program("rm", &[primary.state_file().to_str().unwrap()]).status.success());
     primary.clock.as_ref().unwrap().set_offset(0);
     primary.start();
+    let e = primary.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    assert_eq!(db_error(&e).0, "55000", "a lost state file is an unknown mark: {e}");
     // A standby made now knows nothing of the IDs an hour ahead: its backup
-    // holds the new, low state file and no WAL of theirs.
+    // holds no state file and no WAL of theirs.
     let standby = Cluster::standby_of(&primary, "floorstandby", &["snowflake_id.worker_id = 2"]);
     standby.start();
     let below: Option<bool> =

@@ -35,14 +35,33 @@ impl Raise for ErrorReport {
     }
 }
 
-/// The SQLSTATE PostgreSQL's `errcode_for_file_access()` gives an I/O error.
+/// The SQLSTATE of a failed file operation, as PostgreSQL's
+/// `errcode_for_file_access()` gives it, except that a file the operating
+/// system refuses (EACCES, EPERM) is an I/O error (58030) rather than
+/// 42501, which reads as a missing GRANT to an application and its DBA.
 pub fn file_access_code(e: &io::Error) -> PgSqlErrorCode {
     match e.kind() {
-        io::ErrorKind::PermissionDenied => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         io::ErrorKind::NotFound => PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
         io::ErrorKind::AlreadyExists => PgSqlErrorCode::ERRCODE_DUPLICATE_FILE,
         io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => PgSqlErrorCode::ERRCODE_DISK_FULL,
         _ => PgSqlErrorCode::ERRCODE_IO_ERROR,
+    }
+}
+
+/// What to check about a file operation that failed with `e`, in the words
+/// PostgreSQL uses where it has them.
+pub fn file_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT) => "Check free disk space.",
+        Some(libc::EACCES | libc::EPERM) => {
+            "Check the permissions and attributes (chattr) of the data directory and of the file: the server's user \
+             must be able to create, write and rename files there."
+        }
+        Some(libc::EROFS) => "Check the file system that holds the data directory: it is mounted read-only.",
+        Some(libc::EISDIR | libc::ENOTDIR | libc::ENOTEMPTY) => {
+            "Check the data directory: something else is in the way of the file named, and must be moved."
+        }
+        _ => "Check the device that holds the data directory and the kernel log.",
     }
 }
 
@@ -68,8 +87,11 @@ mod tests {
         let e = io::Error::from_raw_os_error(libc::ENOSPC);
         assert_eq!(os_message(&e), "No space left on device");
         assert_eq!(file_access_code(&e), PgSqlErrorCode::ERRCODE_DISK_FULL);
-        let e = io::Error::from_raw_os_error(libc::EACCES);
-        assert_eq!(file_access_code(&e), PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE);
+        assert_eq!(file_hint(&e), "Check free disk space.");
+        for refused in [libc::EACCES, libc::EPERM, libc::EROFS, libc::EIO] {
+            let e = io::Error::from_raw_os_error(refused);
+            assert_eq!(file_access_code(&e), PgSqlErrorCode::ERRCODE_IO_ERROR, "{e}");
+        }
         assert_eq!(os_message(&io::Error::other("plain")), "plain");
     }
 }

@@ -27,6 +27,7 @@ mod raw {
 
     unsafe extern "C" {
         pub fn LWLockAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
+        pub fn LWLockConditionalAcquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool;
         pub fn LWLockRelease(lock: *mut LWLock);
         pub fn RecoveryInProgress() -> bool;
         pub fn GetUserId() -> Oid;
@@ -63,6 +64,17 @@ unsafe extern "C" {
 pub unsafe fn lwlock_acquire(lock: *mut LWLock, mode: LWLockMode::Type) {
     // SAFETY: the caller's contract above.
     unsafe { raw::LWLockAcquire(lock, mode) };
+}
+
+/// Acquires `lock` in `mode` if no other process holds it in a conflicting
+/// mode, without waiting; returns whether it did.
+///
+/// # Safety
+/// As for [`lwlock_acquire`].
+#[inline]
+pub unsafe fn lwlock_try_acquire(lock: *mut LWLock, mode: LWLockMode::Type) -> bool {
+    // SAFETY: the caller's contract above.
+    unsafe { raw::LWLockConditionalAcquire(lock, mode) }
 }
 
 /// Releases `lock`.

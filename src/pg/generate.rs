@@ -329,6 +329,16 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
              ones would fall below them.",
         )
         .set_hint(changed_settings_hint(", or wait: calls succeed from that instant on, without a restart")),
+        Unknown::Missing => refused
+            .set_detail(
+                "The state file was missing when the server started, in a data directory that issued IDs before (the \
+                 server log says more).",
+            )
+            .set_hint(
+                "Put the state file back and restart (an older copy from a backup is no floor), or, as a superuser, \
+                 raise the floor above every ID this server issued: SELECT snowflake_raise_floor(max(id)) FROM each \
+                 table that holds them.",
+            ),
         Unknown::Unreadable => refused
             .set_detail("The state file could not be read when the server started (the server log says why).")
             .set_hint(

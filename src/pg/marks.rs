@@ -106,8 +106,8 @@ pub fn changed_settings_hint(wait_hint: &str) -> String {
 /// issued beyond the old mark, and the call fails. The caller holds `_writer`
 /// (the error unwinds through it, releasing it before the report is sent).
 pub fn write_needed(mark: Mark, _writer: &MarkWriter) {
-    if let Err(e) = write(&mark) {
-        ErrorReport::from(e)
+    if let Err(failed) = write(&mark) {
+        ErrorReport::from(failed.error)
             .set_detail("No ID was issued: the generator records its high-water mark before using it.")
             .raise(PgLogLevel::ERROR);
     }
@@ -115,25 +115,31 @@ pub fn write_needed(mark: Mark, _writer: &MarkWriter) {
 
 /// Makes the next mark durable before the current one is reached, so that
 /// other calls never wait for a write. The IDs already granted do not depend
-/// on it: a failure is a warning, and the write is asked for again. The
+/// on it: a failure is a warning, once for a run of failures, and the write
+/// is asked for again by the next call. Another process writing a mark now
+/// is left to it: a renewal never queues behind a write that hangs. The
 /// warning is sent once the writer lock is released: a client that does not
 /// read its socket must not hold up every backend that needs a mark.
 pub fn renew(mark: Mark, held: Option<MarkWriter>) {
     let failed = {
-        let _writer = held.unwrap_or_else(MarkWriter::acquire);
+        let Some(_writer) = held.or_else(MarkWriter::try_acquire) else {
+            shmem::lock().generator.mark_failed();
+            return;
+        };
         if shmem::read().generator.covers(&mark) {
             return;
         }
-        write(&mark).err()
+        match write(&mark) {
+            Err(failed) if failed.first => failed.error,
+            _ => return,
+        }
     };
-    if let Some(e) = failed {
-        ErrorReport::from(e)
-            .set_detail(
-                "IDs continue up to the current high-water mark (about a second of them at full rate); then \
-                 generating fails until the file can be written.",
-            )
-            .report(PgLogLevel::WARNING);
-    }
+    ErrorReport::from(failed)
+        .set_detail(
+            "IDs continue up to the current high-water mark (about a second of them at full rate); then generating \
+             fails until the file can be written. Until a mark is written again, this is not repeated.",
+        )
+        .report(PgLogLevel::WARNING);
 }
 
 /// Raises the floor to `floor` at a DBA's request (`snowflake_raise_floor`):
@@ -177,6 +183,7 @@ pub fn raise_floor(floor: Mark) -> Mark {
         };
         let id_space = shmem::read().id_space;
         let times = make_durable(&floor, id_space).unwrap_or_else(|e| {
+            shmem::lock().failed_writes += 1;
             ErrorReport::from(e)
                 .set_detail("The floor was not raised: IDs continue as before.")
                 .raise(PgLogLevel::ERROR)
@@ -218,10 +225,17 @@ fn not_replicated() -> ErrorReport {
     )
 }
 
+/// A mark that could not be made durable, and whether it is the first
+/// failure since a mark last was.
+struct Failed {
+    error: WriteError,
+    first: bool,
+}
+
 /// The one way a running server writes a mark: durably, then recorded in the
 /// generator, or recorded as failed so that it is asked for again. The
 /// caller holds the writer lock.
-fn write(mark: &Mark) -> Result<(), WriteError> {
+fn write(mark: &Mark) -> Result<(), Failed> {
     // Read first: a guard in a match's scrutinee would be held through its arms.
     let id_space = shmem::read().id_space;
     let result = make_durable(mark, id_space);
@@ -229,11 +243,23 @@ fn write(mark: &Mark) -> Result<(), WriteError> {
     match result {
         Ok(times) => {
             state.mark_written(*mark, times);
+            let recovered = std::mem::replace(&mut state.failing, false);
+            drop(state);
+            // Server log only: never sent to a client, so never held up by one.
+            if recovered {
+                error::new(
+                    PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+                    "snowflake_id wrote its state file again: IDs continue",
+                )
+                .report(PgLogLevel::LOG_SERVER_ONLY);
+            }
             Ok(())
         }
-        Err(e) => {
+        Err(error) => {
             state.generator.mark_failed();
-            Err(e)
+            state.failed_writes += 1;
+            let first = !std::mem::replace(&mut state.failing, true);
+            Err(Failed { error, first })
         }
     }
 }
@@ -381,15 +407,19 @@ fn record_replayed(mark: &Mark, id_space: u32) {
                 .raise(PgLogLevel::ERROR);
         }
         if reported.is_none_or(|at| at.elapsed() >= WAIT_REPORT_INTERVAL) {
+            let meanwhile = if control::starts_in_recovery() {
+                "a hot standby keeps serving reads meanwhile, and a promotion waits too"
+            } else {
+                "this is crash recovery, so the server accepts no connections until then (pg_ctl -w may give up \
+                 waiting; the server goes on)"
+            };
+            let hint = format!("{} Replay then continues by itself.", error::file_hint(&e.io));
             ErrorReport::from(e)
-                .set_detail(
-                    "WAL replay waits until the replayed high-water mark is recorded, and tries again every second; \
-                     a hot standby keeps serving reads meanwhile. A promotion waits too.",
-                )
-                .set_hint(
-                    "Make the file writable (free space, permissions, no directory in the way of \
-                     snowflake_id.state.tmp): replay then continues by itself.",
-                )
+                .set_detail(format!(
+                    "WAL replay waits until the replayed high-water mark is recorded, and tries again every second: \
+                     {meanwhile}."
+                ))
+                .set_hint(hint)
                 .report(PgLogLevel::WARNING);
             reported = Some(Instant::now());
         }

@@ -67,6 +67,9 @@ pub enum Unknown {
     /// The state file could not be read, or contradicts its own layout; a
     /// floor ends this.
     Unreadable,
+    /// The state file was not there, in a data directory that issued IDs
+    /// before; a replayed mark or a floor ends this.
+    Missing,
 }
 
 impl Unknown {
@@ -90,6 +93,10 @@ pub struct State {
     /// Time spent making marks durable, for snowflake_status().
     pub wal_micros: u64,
     pub file_micros: u64,
+    /// Marks that could not be made durable, and whether the last one
+    /// failed (an episode of failures is reported once).
+    pub failed_writes: u64,
+    pub failing: bool,
     /// Step backs already reported in the log, and when the last report was.
     reported_step_backs: u64,
     last_report: UnixMillis,
@@ -119,6 +126,8 @@ impl State {
             mark_lsn: 0,
             wal_micros: 0,
             file_micros: 0,
+            failed_writes: 0,
+            failing: false,
             reported_step_backs: 0,
             last_report: UnixMillis(i64::MIN),
         }
@@ -469,6 +478,14 @@ impl MarkWriter {
         // SAFETY: as for the state lock; taken before it, never while holding it.
         unsafe { ffi::lwlock_acquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
         MarkWriter { lock }
+    }
+
+    /// The right to write, if no other process is writing a mark now.
+    pub fn try_acquire() -> Option<MarkWriter> {
+        // SAFETY: the segment is initialised (see `segment`).
+        let lock = unsafe { (*segment()).writer };
+        // SAFETY: as in `acquire`.
+        unsafe { ffi::lwlock_try_acquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) }.then_some(MarkWriter { lock })
     }
 }
 

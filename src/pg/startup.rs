@@ -134,6 +134,11 @@ fn initial_state() -> State {
         return State::new(fresh_generator(config), None, number);
     }
     let record = match file {
+        // The note says the file was there: its floor is lost, not never made.
+        None if state_file::issued_before() => {
+            state_file::missing(path).report(PgLogLevel::WARNING);
+            return State::new(fresh_generator(config), Some(Unknown::Missing), state_file::last_space_kept());
+        }
         None => {
             error::new(
                 PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
@@ -152,7 +157,15 @@ fn initial_state() -> State {
             .report(PgLogLevel::WARNING);
             return State::new(fresh_generator(config), Some(Unknown::Upgrade), 0);
         }
-        Some(StateFile::Mark(record)) => record,
+        Some(StateFile::Mark(record)) => {
+            // A data directory that generated before the note existed gets it now.
+            if let Err(e) = state_file::note_ids_issued() {
+                ErrorReport::from(e)
+                    .set_detail("Without the note, a later start could not tell a lost state file from no file.")
+                    .report(PgLogLevel::WARNING);
+            }
+            record
+        }
     };
     let (made_under, recorded) = match record.codec() {
         Ok(codec) => {

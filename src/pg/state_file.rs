@@ -3,23 +3,41 @@
 //! format and the atomic write are the core's ([`crate::snowflake::state_file`]);
 //! this module adds the path, PostgreSQL's file mode, the settings in force,
 //! and the errors as PostgreSQL reports them. Callers serialise writes.
+//!
+//! It also keeps the note that this data directory has issued IDs
+//! (`global/snowflake_id.issued`), written before its first mark and never
+//! removed: without it, a state file that is not there cannot be told from a
+//! cluster that never generated. An fsck that moves the file to lost+found,
+//! a copy or restore that leaves it out, an operator tidying up: each would
+//! otherwise start the generator again at the wall clock, below the IDs a
+//! bulk call, borrowed time or a clock set back had run ahead of it. The note
+//! lies in PostgreSQL's own `global/` directory, apart from the state file,
+//! where whatever copies the cluster copies it too.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::prelude::*;
 
-use super::error::{self, file_access_code, os_message, ErrorReport, Raise};
+use super::error::{self, file_access_code, file_hint, os_message, ErrorReport, Raise};
 use super::{ffi, settings};
 use crate::snowflake::config::sentence;
 use crate::snowflake::generator::Mark;
 use crate::snowflake::state_file::{self as format, StateFile, StateRecord};
 
-/// The state file could not be written.
+/// The state file could not be written: the path the write failed on (the
+/// file, its temporary file, their directory, or the note), and why.
 #[derive(Debug)]
 pub struct WriteError {
-    pub path: &'static Path,
+    pub path: PathBuf,
     pub io: io::Error,
+}
+
+impl From<format::WriteFailure> for WriteError {
+    fn from(e: format::WriteFailure) -> WriteError {
+        WriteError { path: e.path, io: e.io }
+    }
 }
 
 impl From<WriteError> for ErrorReport {
@@ -29,6 +47,7 @@ impl From<WriteError> for ErrorReport {
             file_access_code(&e.io),
             format!("could not write snowflake_id state file \"{}\": {}", e.path.display(), os_message(&e.io)),
         )
+        .set_hint(file_hint(&e.io))
     }
 }
 
@@ -43,11 +62,7 @@ impl From<ReadError> for ErrorReport {
     #[track_caller]
     fn from(e: ReadError) -> ErrorReport {
         let shown = e.path.display();
-        let recovery = "The file holds the floor above which this server continues; until that is known, calls to \
-                        generate IDs fail. An older copy (from a backup) is no floor. If you cannot repair it, raise \
-                        the floor above the newest ID this server may have issued, as a superuser and before \
-                        applications generate: SELECT snowflake_raise_floor(max(id)) over every table that holds \
-                        its IDs (this writes a new file).";
+        let recovery = RECOVERY_HINT;
         match e.error {
             format::StateFileError::Unreadable(io) => error::new(
                 file_access_code(&io),
@@ -62,6 +77,30 @@ impl From<ReadError> for ErrorReport {
             .set_hint(recovery),
         }
     }
+}
+
+/// What a DBA does about a state file that cannot be read, or is missing.
+const RECOVERY_HINT: &str = "The file holds the floor above which this server continues; until that is known, calls \
+     to generate IDs fail. An older copy (from a backup) is no floor. If you cannot repair it, raise the floor above \
+     the newest ID this server may have issued, as a superuser and before applications generate: SELECT \
+     snowflake_raise_floor(max(id)) over every table that holds its IDs (this writes a new file).";
+
+/// The report of a state file that is not there in a data directory that
+/// issued IDs before.
+pub fn missing(path: &Path) -> ErrorReport {
+    error::new(
+        PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
+        format!("snowflake_id state file \"{}\" is missing", path.display()),
+    )
+    .set_detail(format!(
+        "This data directory issued IDs before (\"{}\" says so), and the state file was the record of how far they \
+         got.",
+        note_path().display()
+    ))
+    .set_hint(format!(
+        "Put the file back where it was lost from (lost+found after an fsck, or a copy taken since the last stop) \
+         and restart. {RECOVERY_HINT}"
+    ))
 }
 
 /// What a DBA does about an unknown mark.
@@ -82,10 +121,49 @@ pub fn read() -> Result<Option<StateFile>, ReadError> {
 }
 
 /// Writes a mark of ID space `id_space` set ahead, or with `exact`, the
-/// point a clean shutdown stopped at, with the settings in force.
+/// point a clean shutdown stopped at, with the settings in force; the note
+/// that this data directory issued IDs comes first.
 pub fn write_mark(mark: &Mark, exact: bool, id_space: u32) -> Result<(), WriteError> {
+    note_ids_issued()?;
     let config = settings::config();
     write(&StateRecord::new(mark, exact, &config.codec, config.node, id_space).render())
+}
+
+/// The note's name in the data directory.
+const NOTE_NAME: &str = "global/snowflake_id.issued";
+
+const NOTE_TEXT: &str = "snowflake_id has issued IDs from this data directory. Its state file, snowflake_id.state, \
+records the floor above which they continue; a server that finds this note without that file refuses to generate \
+until the file is back or a floor is raised. Do not remove this note.\n";
+
+/// This process knows the note is there.
+static NOTED: AtomicBool = AtomicBool::new(false);
+
+fn note_path() -> PathBuf {
+    settings::state_path().with_file_name(NOTE_NAME)
+}
+
+/// Makes sure the note that this data directory issued IDs is there,
+/// durably: looked for once per process, written when absent.
+pub fn note_ids_issued() -> Result<(), WriteError> {
+    if NOTED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let path = note_path();
+    if !path.exists() {
+        format::write(&path, NOTE_TEXT, ffi::file_create_mode())?;
+    }
+    NOTED.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Whether this data directory issued IDs before. A note that cannot be
+/// looked at counts as there: the safe answer.
+pub fn issued_before() -> bool {
+    match std::fs::symlink_metadata(note_path()) {
+        Ok(_) => true,
+        Err(e) => e.kind() != io::ErrorKind::NotFound,
+    }
 }
 
 /// The ID space of the last "new ID space" step taken in this data
@@ -115,7 +193,7 @@ pub fn write_unknown(reason: &str) -> Result<(), WriteError> {
 
 fn write(contents: &str) -> Result<(), WriteError> {
     let path = settings::state_path();
-    format::write(path, contents, ffi::file_create_mode()).map_err(|io| WriteError { path, io })
+    Ok(format::write(path, contents, ffi::file_create_mode())?)
 }
 
 /// Keeps a copy of the state file as `snowflake_id.state.<label>` (or, if a
@@ -144,9 +222,14 @@ pub fn keep_copy(label: &str) -> Option<PathBuf> {
         .expect("a free name");
     if let Err(e) = format::write(&kept, &text, ffi::file_create_mode()) {
         error::new(
-            file_access_code(&e),
-            format!("could not keep the old snowflake_id state file as \"{}\": {}", kept.display(), os_message(&e)),
+            file_access_code(&e.io),
+            format!(
+                "could not keep the old snowflake_id state file as \"{}\": {}",
+                e.path.display(),
+                os_message(&e.io)
+            ),
         )
+        .set_hint(file_hint(&e.io))
         .raise(pgrx::PgLogLevel::FATAL);
     }
     Some(kept)

@@ -231,6 +231,14 @@ pub fn read(path: &Path) -> Result<Option<StateFile>, StateFileError> {
     }
 }
 
+/// A write that failed: the file or directory it failed on (the temporary
+/// file, the state file, or their directory), and why.
+#[derive(Debug)]
+pub struct WriteFailure {
+    pub path: PathBuf,
+    pub io: io::Error,
+}
+
 /// Replaces the state file atomically and durably, with permissions `mode`
 /// (PostgreSQL's, which follow the data directory's group access). When this
 /// returns `Ok`, a crash at any point leaves either the old or the new
@@ -238,19 +246,30 @@ pub fn read(path: &Path) -> Result<Option<StateFile>, StateFileError> {
 ///
 /// The temporary file is created afresh (`O_EXCL`, `O_NOFOLLOW`): whatever was
 /// left under its name, a file or a link, is removed, never written through.
-pub fn write(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
+pub fn write(path: &Path, contents: &str, mode: u32) -> Result<(), WriteFailure> {
     let tmp = temp_path(path);
     match fs::remove_file(&tmp) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(at(&tmp)(e)),
         _ => {}
     }
-    let mut file =
-        OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).mode(mode).open(&tmp)?;
-    file.write_all(contents.as_bytes())?;
-    file.sync_all()?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(at(&tmp))?;
+    file.write_all(contents.as_bytes()).map_err(at(&tmp))?;
+    file.sync_all().map_err(at(&tmp))?;
     drop(file);
-    fs::rename(&tmp, path)?;
-    File::open(dir_of(path))?.sync_all()
+    fs::rename(&tmp, path).map_err(at(path))?;
+    let dir = dir_of(path);
+    File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
+}
+
+/// The failure of an operation on `path`.
+fn at(path: &Path) -> impl FnOnce(io::Error) -> WriteFailure + '_ {
+    move |io| WriteFailure { path: path.to_path_buf(), io }
 }
 
 /// The directory that holds `path`, to flush after a rename: `.` for a bare
@@ -435,7 +454,8 @@ mod tests {
         fs::write(temp_path(&path).join("inside"), "x").unwrap();
         let e = write(&path, &record(true).render(), 0o600).unwrap_err();
         // The removal's own error, not the one creating the file would give.
-        assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}");
+        assert_eq!(e.io.raw_os_error(), Some(libc::EISDIR), "{e:?}");
+        assert_eq!(e.path, temp_path(&path), "the failure names the path it failed on");
         assert_eq!(read(&path).unwrap(), Some(StateFile::Mark(record(false))), "the old file is intact");
         assert!(temp_path(&path).join("inside").exists(), "nothing under the temporary name was touched");
     }

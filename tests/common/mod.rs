@@ -198,6 +198,8 @@ pub struct Cluster {
     pub port: u16,
     bin: PathBuf,
     pub clock: Option<FakeClock>,
+    /// File systems mounted for this cluster alone, unmounted when it is dropped.
+    mounts: Vec<PathBuf>,
 }
 
 impl Cluster {
@@ -238,6 +240,41 @@ impl Cluster {
         Self::build_with(bindir(), name, preload, settings, fake_clock, initdb_args)
     }
 
+    /// Like `new`, with its data directory alone on a file system of
+    /// `data_mb` MiB (a tmpfs made for it) and its WAL (`initdb -X`) on
+    /// another of `wal_mb`, so that a test can fill either: [`Cluster::data_disk`]
+    /// and [`Cluster::wal_disk`]. Needs root (or sudo).
+    pub fn on_small_disks(name: &str, data_mb: u32, wal_mb: u32, settings: &[&str]) -> Cluster {
+        let dir = cluster_dir();
+        let (data_disk, wal_disk) = (dir.join("disk"), dir.join("wal"));
+        mount_tmpfs(&data_disk, data_mb);
+        mount_tmpfs(&wal_disk, wal_mb);
+        let wal = wal_disk.join("pg_wal");
+        let mut c = Self::build_in(
+            bindir(),
+            dir,
+            data_disk.join("data"),
+            name,
+            true,
+            &with_identity(settings),
+            false,
+            &["-X", wal.to_str().unwrap()],
+        );
+        c.mounts = vec![data_disk, wal_disk];
+        c
+    }
+
+    /// The file system that holds the data directory of a cluster made by
+    /// [`Cluster::on_small_disks`].
+    pub fn data_disk(&self) -> &Path {
+        &self.mounts[0]
+    }
+
+    /// The file system that holds its WAL.
+    pub fn wal_disk(&self) -> &Path {
+        &self.mounts[1]
+    }
+
     fn build_with(
         bin: PathBuf,
         name: &str,
@@ -248,6 +285,20 @@ impl Cluster {
     ) -> Cluster {
         let dir = cluster_dir();
         let data = dir.join("data");
+        Self::build_in(bin, dir, data, name, preload, settings, fake_clock, initdb_args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build_in(
+        bin: PathBuf,
+        dir: PathBuf,
+        data: PathBuf,
+        name: &str,
+        preload: bool,
+        settings: &[&str],
+        fake_clock: bool,
+        initdb_args: &[&str],
+    ) -> Cluster {
         let out = as_server_user(&bin.join("initdb"))
             .args(["--auth=trust", "--username=postgres", "--no-sync", "--encoding=UTF8", "--locale=C"])
             .args(initdb_args)
@@ -274,7 +325,7 @@ impl Cluster {
             c.write(0);
             c
         });
-        let cluster = Cluster { dir, data, port, bin, clock };
+        let cluster = Cluster { dir, data, port, bin, clock, mounts: Vec::new() };
         cluster.append_conf(&conf);
         cluster
     }
@@ -334,7 +385,7 @@ impl Cluster {
             c.write(0);
             c
         });
-        let copy = Cluster { dir, data, port, bin, clock };
+        let copy = Cluster { dir, data, port, bin, clock, mounts: Vec::new() };
         copy.append_conf(&conf);
         if standby {
             copy.write_data_file("standby.signal", b"");
@@ -346,6 +397,18 @@ impl Cluster {
     pub fn stop_immediate(&self) {
         let out = self.pg_ctl().args(["stop", "-w", "-m", "immediate", "-D"]).arg(&self.data).output().unwrap();
         assert!(out.status.success(), "stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Like `stop_immediate`, for a server that may be down already.
+    pub fn try_stop_immediate(&self) -> bool {
+        let out = self.pg_ctl().args(["stop", "-w", "-m", "immediate", "-D"]).arg(&self.data).output().unwrap();
+        out.status.success()
+    }
+
+    /// Removes a file of the data directory as the server user.
+    pub fn remove_data_file(&self, path: &Path) {
+        let out = self.run_program("rm", &[path.to_str().unwrap()]);
+        assert!(out.status.success(), "rm {path:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     /// Waits until this standby has replayed everything `primary` has written so far.
@@ -563,6 +626,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.pg_ctl().args(["stop", "-w", "-m", "immediate", "-D"]).arg(&self.data).output();
+        for mount in &self.mounts {
+            let _ = as_root("umount", &["-l", mount.to_str().unwrap()]);
+        }
         if !std::thread::panicking() {
             let _ = fs::remove_dir_all(&self.dir);
         } else {
@@ -746,6 +812,37 @@ pub fn run_pg_regress(c: &Cluster, accept: bool) -> Result<(), String> {
     } else {
         Err(fs::read_to_string(output.join("regression.diffs")).unwrap_or_default())
     }
+}
+
+/// Mounts a tmpfs of `size_mb` MiB at `at` (made here), owned by the server user.
+fn mount_tmpfs(at: &Path, size_mb: u32) {
+    fs::create_dir_all(at).unwrap();
+    let at = at.to_str().unwrap();
+    let out = as_root("mount", &["-t", "tmpfs", "-o", &format!("size={size_mb}m,mode=0700"), "tmpfs", at]);
+    assert!(out.status.success(), "mount a tmpfs at {at}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = as_root("chown", &["postgres:postgres", at]);
+    assert!(out.status.success(), "chown {at}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Fills the file system mounted at `disk` to its last byte (files `fill`
+/// and `fill.more`, which [`free_disk`] removes).
+pub fn fill_disk(disk: &Path) {
+    let out = Command::new("df").args(["--output=avail", "-B1"]).arg(disk).output().unwrap();
+    let avail: u64 = String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap();
+    let fill = disk.join("fill");
+    if avail > 0 {
+        let out = as_root("fallocate", &["-l", &avail.to_string(), fill.to_str().unwrap()]);
+        assert!(out.status.success(), "fallocate: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // Whatever fallocate's whole blocks left: dd stops at the first ENOSPC.
+    let more = format!("of={}", disk.join("fill.more").display());
+    as_root("dd", &["if=/dev/zero", &more, "bs=512"]);
+}
+
+/// Frees what [`fill_disk`] took.
+pub fn free_disk(disk: &Path) {
+    let out = as_root("rm", &["-f", disk.join("fill").to_str().unwrap(), disk.join("fill.more").to_str().unwrap()]);
+    assert!(out.status.success(), "rm: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Runs a command as root (directly, or through sudo); returns its output.
