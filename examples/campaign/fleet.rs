@@ -14,7 +14,7 @@
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::common::Cluster;
+use crate::common::{fill_disk, free_disk, Cluster};
 use crate::record::{now_us, Id, Recorder};
 use crate::rng::Rng;
 use crate::workload::Targets;
@@ -22,7 +22,7 @@ use crate::workload::Targets;
 /// The fault kinds, as the campaign's last lines name them. The last five
 /// are the edges where operators meet the extension: each says `ok=true` or
 /// `ok=false` in its detail, and the checker counts a false.
-pub const KINDS: [&str; 16] = [
+pub const KINDS: [&str; 18] = [
     "backend_kill",
     "postmaster_kill",
     "clean_restart",
@@ -39,7 +39,13 @@ pub const KINDS: [&str; 16] = [
     "column_rename",
     "foreign_origin",
     "registration_churn",
+    "disk_full",
+    "wal_full",
 ];
+
+/// The sizes of Q's file systems, in MiB: its data directory's, and its WAL's.
+const Q_DATA_MB: u32 = 512;
+const Q_WAL_MB: u32 = 256;
 
 const DATACENTER: i32 = 1;
 const P_WORKER: i32 = 1;
@@ -123,7 +129,11 @@ impl Fleet {
         let s = Cluster::standby_with_fake_clock(&p, "s1", &[]);
         s.start();
         let q_number = (DATACENTER, 2);
-        let q = Cluster::with_fake_clock("q", &refs(&publisher_settings(q_number)));
+        // Q's data directory and WAL each on a small file system of its own,
+        // for the disk faults; its WAL kept small to fit.
+        let mut q_settings = publisher_settings(q_number);
+        q_settings.extend(["wal_keep_size = 0", "max_wal_size = '64MB'", "min_wal_size = '32MB'"].map(String::from));
+        let q = Cluster::on_small_disks_with_fake_clock("q", Q_DATA_MB, Q_WAL_MB, &refs(&q_settings));
         q.start();
         q.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
         let mut a_settings = publisher_settings((DATACENTER, A_WORKER));
@@ -196,6 +206,8 @@ impl Fleet {
             "column_rename" => self.column_rename(),
             "foreign_origin" => self.foreign_origin(),
             "registration_churn" => self.registration_churn(rng),
+            "disk_full" => self.disk_full(rng),
+            "wal_full" => self.wal_full(),
             _ => unreachable!("no fault {kind}"),
         }
     }
@@ -366,6 +378,43 @@ impl Fleet {
         sleep(Duration::from_secs(hold));
         assert!(c.run_program("rmdir", &[tmp]).status.success());
         (self.primary.name.clone(), format!("state file unwritable for {hold} s"))
+    }
+
+    /// Q's data directory fills up for a while: calls that need a mark the
+    /// state file cannot hold fail (53100), inserts that need a page too;
+    /// IDs continue once there is room, without a restart.
+    fn disk_full(&mut self, rng: &mut Rng) -> (String, String) {
+        let c = &self.q.cluster;
+        fill_disk(c.data_disk());
+        let hold = rng.range(1, 4);
+        sleep(Duration::from_secs(hold));
+        free_disk(c.data_disk());
+        (self.q.name.clone(), format!("data directory full for {hold} s"))
+    }
+
+    /// Q's WAL cannot get a new segment: the next WAL record (a mark, an
+    /// insert) PANICs the server, and recovery cannot start until there is
+    /// room; then Q starts again and continues above every ID it issued.
+    fn wal_full(&mut self) -> (String, String) {
+        let c = &self.q.cluster;
+        fill_disk(c.wal_disk());
+        // A fresh segment, unless a recycled one is at hand.
+        let _ = c.connect().batch_execute("SELECT pg_switch_wal()");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut went_down = false;
+        while Instant::now() < deadline {
+            if !c.is_running() {
+                went_down = true;
+                break;
+            }
+            sleep(Duration::from_millis(200));
+        }
+        // Down for good before the room comes back: a recovery still
+        // retrying could otherwise run on by itself.
+        let _ = c.try_stop_immediate();
+        free_disk(c.wal_disk());
+        c.start();
+        (self.q.name.clone(), format!("WAL full, server stopped={went_down}, started again"))
     }
 
     /// Names the standby as synchronous (from then on, until the next

@@ -245,6 +245,15 @@ impl Cluster {
     /// another of `wal_mb`, so that a test can fill either: [`Cluster::data_disk`]
     /// and [`Cluster::wal_disk`]. Needs root (or sudo).
     pub fn on_small_disks(name: &str, data_mb: u32, wal_mb: u32, settings: &[&str]) -> Cluster {
+        Self::small_disks(name, data_mb, wal_mb, settings, false)
+    }
+
+    /// Like `on_small_disks`, with a clock the test can step.
+    pub fn on_small_disks_with_fake_clock(name: &str, data_mb: u32, wal_mb: u32, settings: &[&str]) -> Cluster {
+        Self::small_disks(name, data_mb, wal_mb, settings, true)
+    }
+
+    fn small_disks(name: &str, data_mb: u32, wal_mb: u32, settings: &[&str], fake_clock: bool) -> Cluster {
         let dir = cluster_dir();
         let (data_disk, wal_disk) = (dir.join("disk"), dir.join("wal"));
         mount_tmpfs(&data_disk, data_mb);
@@ -257,7 +266,7 @@ impl Cluster {
             name,
             true,
             &with_identity(settings),
-            false,
+            fake_clock,
             &["-X", wal.to_str().unwrap()],
         );
         c.mounts = vec![data_disk, wal_disk];
@@ -397,6 +406,11 @@ impl Cluster {
     pub fn stop_immediate(&self) {
         let out = self.pg_ctl().args(["stop", "-w", "-m", "immediate", "-D"]).arg(&self.data).output().unwrap();
         assert!(out.status.success(), "stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Whether the server's postmaster runs (`pg_ctl status`).
+    pub fn is_running(&self) -> bool {
+        self.pg_ctl().args(["status", "-D"]).arg(&self.data).output().unwrap().status.success()
     }
 
     /// Like `stop_immediate`, for a server that may be down already.
@@ -827,14 +841,23 @@ fn mount_tmpfs(at: &Path, size_mb: u32) {
 /// Fills the file system mounted at `disk` to its last byte (files `fill`
 /// and `fill.more`, which [`free_disk`] removes).
 pub fn fill_disk(disk: &Path) {
-    let out = Command::new("df").args(["--output=avail", "-B1"]).arg(disk).output().unwrap();
-    let avail: u64 = String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap();
+    let avail = || -> u64 {
+        let out = Command::new("df").args(["--output=avail", "-B1"]).arg(disk).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+    };
     let fill = disk.join("fill");
-    if avail > 0 {
-        let out = as_root("fallocate", &["-l", &avail.to_string(), fill.to_str().unwrap()]);
-        assert!(out.status.success(), "fallocate: {}", String::from_utf8_lossy(&out.stderr));
+    // Most of it at once; a server writing meanwhile may take a little of
+    // what df saw (fallocate is all or nothing), so a little is left to dd.
+    let mut took = false;
+    for _ in 0..10 {
+        let room = avail().saturating_sub(1 << 20);
+        if room == 0 || as_root("fallocate", &["-l", &room.to_string(), fill.to_str().unwrap()]).status.success() {
+            took = true;
+            break;
+        }
     }
-    // Whatever fallocate's whole blocks left: dd stops at the first ENOSPC.
+    assert!(took, "fallocate could not take the room on {disk:?}");
+    // Whatever is left: dd stops at the first ENOSPC.
     let more = format!("of={}", disk.join("fill.more").display());
     as_root("dd", &["if=/dev/zero", &more, "bs=512"]);
 }
