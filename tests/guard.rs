@@ -306,6 +306,50 @@ fn a_subscriber_with_its_publishers_number_stops_the_apply() {
     assert!(!log_since(&subscriber, mark).contains(CLASH), "a local insert was reported");
 }
 
+/// A partition between a publisher and a subscriber that shares its number,
+/// during which the subscriber generates IDs of its own past the publisher's
+/// held-back rows (the subscription disabled stands in for the cut link):
+/// the rows refused as proof before the cut stay refused after it, and so do
+/// the publisher's rows of the cut, as long as no row of the subscriber can
+/// come back to it. With a publication of its own, its rows could: then
+/// they are evidence, stored and counted.
+#[test]
+fn a_clash_proven_before_a_partition_stays_proven_after_it() {
+    let publisher = node("cutpub", 1, 1, &[]);
+    let subscriber = node("cutsub", 1, 1, &[]);
+    publish(&publisher, "pub");
+    subscribe(&subscriber, "sub_a", &publisher, "pub", &[]);
+    arm_guard(&subscriber);
+    let own = own_number_from("sub_a");
+
+    let mark = log_mark(&subscriber);
+    insert(&publisher, 1, "before the cut");
+    wait_for_log(&subscriber, mark, "ERROR", &[&own]);
+    subscriber.connect().batch_execute("ALTER SUBSCRIPTION sub_a DISABLE").unwrap();
+    // The cut: the publisher goes on, then the subscriber issues IDs past
+    // every one of them.
+    insert(&publisher, 200, "during the cut");
+    insert(&subscriber, 200, "local");
+    let held_back: i64 = publisher.one("SELECT max(id) FROM t");
+    let issued: i64 = subscriber.one("SELECT min(id) FROM t WHERE v = 'local'");
+    assert!(held_back < issued, "the subscriber's IDs lie past the held-back rows");
+    let mark = log_mark(&subscriber);
+    subscriber.connect().batch_execute("ALTER SUBSCRIPTION sub_a ENABLE").unwrap();
+    let line = wait_for_log(&subscriber, mark, "ERROR", &[&own]);
+    let log = log_since(&subscriber, mark);
+    assert!(log.contains("DETAIL:  The applied ID") && log.contains("already proven another server's"), "{log}");
+    thread::sleep(Duration::from_secs(3));
+    assert_eq!(rows(&subscriber, "v <> 'local'"), 0, "a held-back row was stored despite: {line}");
+
+    // Rows of the subscriber may now leave it, and come back: evidence.
+    subscriber.connect().batch_execute("CREATE PUBLICATION back FOR TABLE t").unwrap();
+    let mark = log_mark(&subscriber);
+    wait_until("the held-back rows below the subscriber's IDs are stored", SHORT, &[&subscriber], || {
+        rows(&subscriber, "v = 'during the cut'") > 0
+    });
+    wait_for_log(&subscriber, mark, "WARNING", &[&own]);
+}
+
 /// A subscription that copies the rows already there (copy_data, the
 /// default) applies them through a table synchronisation worker with an
 /// origin of its own; they count as the subscription's, so its later rows,

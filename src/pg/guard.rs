@@ -99,15 +99,31 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
             verdict => break verdict,
         }
     };
-    let (node, other, proven) = match verdict {
+    // Outside the guard's lock: a catalog lookup.
+    let verdict = verdict.settle(sends_rows);
+    let (node, other, proven, past_a_proof) = match verdict {
         Verdict::Fine | Verdict::Untracked(_) => return pass,
-        Verdict::OwnNode { node, proven } => (node, None, proven),
-        Verdict::TwoServers { node, other, proven } => (node, Some(other), proven),
+        Verdict::OwnNode { node, proven, past_a_proof } => (node, None, proven, past_a_proof),
+        Verdict::TwoServers { node, other, proven } => (node, Some(other), proven, false),
     };
     // SAFETY: the trigger's relation.
     let table = unsafe { table_name(data.tg_relation) };
-    report(&config.codec, Finding { node, id, origin, server: source.server, other, proven }, &table);
+    let finding = Finding { node, id, origin, server: source.server, other, proven, past_a_proof };
+    report(&config.codec, finding, &table);
     pass
+}
+
+/// Whether rows of this server may leave it by logical replication, and so
+/// come back to it: a publication in this database, or a logical slot. An
+/// answer that cannot be had is yes, which leaves a finding evidence.
+fn sends_rows() -> bool {
+    Spi::get_one::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_publication) \
+         OR EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_type = 'logical')",
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(true)
 }
 
 #[no_mangle]
@@ -239,6 +255,9 @@ struct Finding {
     other: Option<Delivered>,
     /// Proof that two servers generate with the number, rather than evidence.
     proven: bool,
+    /// An ID of this server's number below its IDs, at or above one proven
+    /// another server's (see [`Verdict::OwnNode`]).
+    past_a_proof: bool,
 }
 
 fn report(codec: &Codec, f: Finding, table: &str) {
@@ -269,7 +288,16 @@ fn report(codec: &Codec, f: Finding, table: &str) {
         ),
         _ => (
             format!("snowflake_id number ({number}) of this server arrives from {from} in table \"{table}\""),
-            if f.proven {
+            if f.proven && f.past_a_proof {
+                format!(
+                    "The applied ID {id} carries this server's own snowflake_id number. It lies below the IDs this \
+                     server has issued, but at or above an ID of that number already proven another server's since \
+                     this server started, and no row of this server can come back to it (it has no publication in \
+                     this database and no logical replication slot): another server generates with it, its rows \
+                     held back (by a network partition, say) while this server issued IDs past them, and IDs of \
+                     the two can repeat."
+                )
+            } else if f.proven {
                 format!(
                     "The applied ID {id} carries this server's own snowflake_id number, and this server has not \
                      issued it: another server generates with it, and IDs of the two can repeat."

@@ -34,7 +34,11 @@
 //! apply only on proof. An ID of this server's own number is proof when this
 //! server has not issued it (it lies at or above where this server's IDs end);
 //! below, it may be one of this server's own rows coming back (a table
-//! re-seeded from a subscriber that had copied it). Interleaving IDs are
+//! re-seeded from a subscriber that had copied it), unless no row of this
+//! server can leave it by logical replication and another generator of the
+//! number was already proven at or below that ID since the server started:
+//! then it is that generator's, held back by a partition while this server
+//! issued IDs past it, and the proof stays a proof. Interleaving IDs are
 //! proof when both servers answered who they are; a replication origin of
 //! another system stands in for a server it does not name, and two of them
 //! may be one provider reached through two subscriptions.
@@ -91,13 +95,29 @@ pub enum Verdict {
     /// the guard was armed.
     Fine,
     /// The ID carries this server's own node; `proven` when this server has
-    /// not issued it.
-    OwnNode { node: Node, proven: bool },
+    /// not issued it. `past_a_proof`: below this server's IDs, but at or
+    /// above an ID of its number proven another generator's since it
+    /// started; proof unless its own rows may come back ([`Verdict::settle`]).
+    OwnNode { node: Node, proven: bool, past_a_proof: bool },
     /// The ID's node arrives from two servers whose IDs interleave; `other`
     /// is what the other server delivered; `proven` when both are known.
     TwoServers { node: Node, other: Delivered, proven: bool },
     /// The table of nodes is full: a node not seen before is not checked.
     Untracked(Node),
+}
+
+impl Verdict {
+    /// The verdict on an ID of this server's own number past a proof:
+    /// proof when no row of this server can leave it by logical replication
+    /// (`sends_rows` is asked then only), so that none can come back.
+    pub fn settle(self, sends_rows: impl FnOnce() -> bool) -> Verdict {
+        match self {
+            Verdict::OwnNode { node, proven: false, past_a_proof: true } => {
+                Verdict::OwnNode { node, proven: !sends_rows(), past_a_proof: true }
+            }
+            verdict => verdict,
+        }
+    }
 }
 
 /// How many nodes the guard tracks: every node of a layout with up to 12
@@ -161,11 +181,14 @@ pub struct Owners {
     keys: [u64; CAPACITY],
     senders: [Senders; CAPACITY],
     len: usize,
+    /// The lowest ID of this server's own number proven to be another
+    /// generator's, as (era, position).
+    own_foreign_from: Option<(u64, u64)>,
 }
 
 impl Default for Owners {
     fn default() -> Self {
-        Owners { keys: [0; CAPACITY], senders: [Senders::default(); CAPACITY], len: 0 }
+        Owners { keys: [0; CAPACITY], senders: [Senders::default(); CAPACITY], len: 0, own_foreign_from: None }
     }
 }
 
@@ -220,7 +243,10 @@ pub struct Own {
 /// `own` with the ID settings `codec`, judging only IDs of `judge_from` or
 /// later, and records what `server` delivered. With no `server` (the
 /// publisher could not be asked, or the rows are a table synchronisation's
-/// copy), only the own-number check is made.
+/// copy), only the own-number check is made. An ID of this server's own
+/// number below its IDs that lies past a proof is settled by the caller
+/// ([`Verdict::settle`]), outside any lock: whether rows of this server may
+/// leave it takes a catalog lookup.
 pub fn check(
     codec: &Codec,
     own: Own,
@@ -235,11 +261,16 @@ pub fn check(
     }
     let node = Node { datacenter: d.datacenter.unwrap_or(0), worker: d.worker.unwrap_or(0) };
     if node == own.node {
-        let position = codec.template(node).position(d.tick) + d.sequence;
-        let era = d.clock_back.unwrap_or(0);
+        let here = (d.clock_back.unwrap_or(0), codec.template(node).position(d.tick) + d.sequence);
         let mine = own.issued_below;
-        let proven = era > mine.clock_back || (era == mine.clock_back && position >= mine.position);
-        return Verdict::OwnNode { node, proven };
+        if here >= (mine.clock_back, mine.position) {
+            // Never issued here: another generator's, and so are the IDs of
+            // the number from here up that no row of this server explains.
+            owners.own_foreign_from = Some(owners.own_foreign_from.map_or(here, |from| from.min(here)));
+            return Verdict::OwnNode { node, proven: true, past_a_proof: false };
+        }
+        let past_a_proof = owners.own_foreign_from.is_some_and(|from| here >= from);
+        return Verdict::OwnNode { node, proven: false, past_a_proof };
     }
     let Some(server) = server else { return Verdict::Fine };
     match owners.entry(node) {
@@ -306,7 +337,10 @@ mod tests {
     #[test]
     fn an_id_with_our_own_node_is_caught_from_any_server() {
         with_owners(|owners| {
-            assert_eq!(check_at(owners, OWN, 5_000, P), Verdict::OwnNode { node: OWN, proven: true });
+            assert_eq!(
+                check_at(owners, OWN, 5_000, P),
+                Verdict::OwnNode { node: OWN, proven: true, past_a_proof: false }
+            );
             assert!(owners.is_empty(), "our own node is never recorded");
         });
     }
@@ -318,11 +352,56 @@ mod tests {
             // number may be one of its own (re-seeded from a subscriber), not proof.
             let own = own_up_to(OWN, 6_000);
             let at = |owners: &mut Owners, tick| check(&codec(), own, owners, id_of(OWN, tick), (Some(P), 0), ARMED);
-            assert_eq!(at(owners, 5_000), Verdict::OwnNode { node: OWN, proven: false });
-            assert_eq!(at(owners, 6_000), Verdict::OwnNode { node: OWN, proven: true }, "never issued here");
+            assert_eq!(at(owners, 5_000), Verdict::OwnNode { node: OWN, proven: false, past_a_proof: false });
+            let never = Verdict::OwnNode { node: OWN, proven: true, past_a_proof: false };
+            assert_eq!(at(owners, 6_000), never, "never issued here");
             // So is a copy's row, whose sender is unknown.
             let copied = check(&codec(), own, owners, id_of(OWN, 5_999), (None, 0), ARMED);
-            assert_eq!(copied, Verdict::OwnNode { node: OWN, proven: false });
+            assert_eq!(copied, Verdict::OwnNode { node: OWN, proven: false, past_a_proof: false });
+        });
+    }
+
+    #[test]
+    fn a_proven_clash_stays_proven_after_this_server_issued_past_it() {
+        with_owners(|owners| {
+            // The publisher's row of tick 5 000 arrives while this server's IDs end
+            // at 4 000: proof. A partition holds the publisher's later rows back
+            // while this server issues IDs up to tick 9 000; then they arrive.
+            let before = own_up_to(OWN, 4_000);
+            let after = own_up_to(OWN, 9_000);
+            let at = |owners: &mut Owners, own: Own, tick, sends_rows: bool| {
+                check(&codec(), own, owners, id_of(OWN, tick), (Some(P), 0), ARMED).settle(|| sends_rows)
+            };
+            let proof = |past_a_proof| Verdict::OwnNode { node: OWN, proven: true, past_a_proof };
+            let evidence = |past_a_proof| Verdict::OwnNode { node: OWN, proven: false, past_a_proof };
+            assert_eq!(at(owners, before, 5_000, false), proof(false));
+            // Rows of this server never leave it: the backlog at or above the
+            // proven ID stays proof, the refused row itself included.
+            for tick in [5_000, 5_001, 8_999] {
+                assert_eq!(at(owners, after, tick, false), proof(true), "{tick}");
+            }
+            // Below the first proven ID it may be this server's own row copied
+            // back some other way: evidence.
+            assert_eq!(at(owners, after, 4_999, false), evidence(false));
+            // A server whose rows may leave it may see its own rows come back.
+            assert_eq!(at(owners, after, 6_000, true), evidence(true));
+            // A later proof lower down moves the line down.
+            assert_eq!(at(owners, own_up_to(OWN, 3_000), 3_500, false), proof(false));
+            assert_eq!(at(owners, after, 3_600, false), proof(true));
+        });
+    }
+
+    #[test]
+    fn without_a_proof_our_own_number_below_our_ids_is_never_proof() {
+        with_owners(|owners| {
+            let own = own_up_to(OWN, 6_000);
+            let mut asked = false;
+            let verdict = check(&codec(), own, owners, id_of(OWN, 5_000), (Some(P), 0), ARMED).settle(|| {
+                asked = true;
+                false
+            });
+            assert_eq!(verdict, Verdict::OwnNode { node: OWN, proven: false, past_a_proof: false });
+            assert!(!asked, "whether rows leave is asked only past a proof");
         });
     }
 
@@ -414,7 +493,10 @@ mod tests {
             }
             assert!(owners.is_empty());
             // The same IDs generated after arming are judged.
-            assert_eq!(check_at(owners, OWN, 1_000, P), Verdict::OwnNode { node: OWN, proven: true });
+            assert_eq!(
+                check_at(owners, OWN, 1_000, P),
+                Verdict::OwnNode { node: OWN, proven: true, past_a_proof: false }
+            );
             assert_eq!(check_at(owners, OWN, 999, P), Verdict::Fine);
         });
     }

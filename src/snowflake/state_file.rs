@@ -142,7 +142,8 @@ pub fn render_unknown(reason: &str) -> String {
     seal(body)
 }
 
-fn seal(mut body: String) -> String {
+/// `body` with the CRC line that [`parse`] checks appended.
+pub fn seal(mut body: String) -> String {
     let crc = crc32(body.as_bytes());
     let _ = writeln!(body, "crc32={crc:08x}");
     body
