@@ -1,6 +1,6 @@
 //! Faults at the disk: a state file that is lost, a data directory or a WAL
-//! directory that fills up, and a state file the operating system refuses to
-//! replace. Each checks the first promise: no ID handed out beyond the mark
+//! directory that fills up, a state file the operating system refuses to
+//! replace, and a file system the kernel turns read-only on an error. Each checks the first promise: no ID handed out beyond the mark
 //! that was durable, and none at or below an ID handed out before, across
 //! the fault, its repair and a crash in the middle of it.
 
@@ -234,6 +234,44 @@ fn a_full_wal_disk_stops_the_server_and_the_next_start_continues_above_every_id(
     free_disk(c.wal_disk());
     c.start();
     let top = *ids.iter().max().unwrap();
+    let after: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    assert!(after > top, "{after} is not above {top}");
+}
+
+#[test]
+fn a_file_system_gone_read_only_fails_calls_at_the_mark_and_a_repair_continues_above() {
+    // WAL on its own tmpfs: the server outlives its data directory's file
+    // system going read-only long enough to see what callers get.
+    let c = Cluster::on_ext4_data_disk("readonly", 64, 64, &[]);
+    c.start();
+    let mut s = c.session();
+    let before: i64 = s.query_one("SELECT max(id) FROM snowflake_next_ids(1000) id", &[]).unwrap().get(0);
+    // Written long ago on a real server: the configuration, on disk before
+    // the journal aborts and drops what was not.
+    assert!(common::as_root("sync", &[]).status.success());
+    c.fail_data_disk();
+    let (ids, e) = generate_until_refused(&mut s, Duration::from_secs(30));
+    let (code, message, hint) = db_error(&e);
+    assert_eq!(code, "58030", "{message}");
+    assert!(message.starts_with("could not write snowflake_id state file"), "{message}");
+    assert!(message.ends_with("Read-only file system"), "{message}");
+    assert!(hint.contains("mounted read-only"), "{hint}");
+    let mark = file_mark(&c);
+    for &id in ids.iter().chain([&before]) {
+        assert!(place(&mut s, id) < mark, "{id} is not below the durable mark {mark:?}");
+    }
+    drop(s);
+    // The file system needs its repair, the server a start.
+    let _ = c.try_stop_immediate();
+    c.repair_data_disk();
+    // The lock file the failing file system kept empty, as after a crash
+    // during a start: a DBA removes it once no server runs.
+    let pid_file = c.data_path("postmaster.pid");
+    if pid_file.exists() {
+        c.remove_data_file(&pid_file);
+    }
+    c.start();
+    let top = ids.iter().copied().max().unwrap_or(before).max(before);
     let after: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
     assert!(after > top, "{after} is not above {top}");
 }

@@ -253,10 +253,25 @@ impl Cluster {
         Self::small_disks(name, data_mb, wal_mb, settings, true)
     }
 
+    /// Like `on_small_disks`, with the data directory on ext4 (a file on a
+    /// loop device, `errors=remount-ro`), which [`Cluster::fail_data_disk`]
+    /// turns read-only as a kernel does on an I/O error.
+    pub fn on_ext4_data_disk(name: &str, data_mb: u32, wal_mb: u32, settings: &[&str]) -> Cluster {
+        Self::disks(name, data_mb, wal_mb, settings, false, true)
+    }
+
     fn small_disks(name: &str, data_mb: u32, wal_mb: u32, settings: &[&str], fake_clock: bool) -> Cluster {
+        Self::disks(name, data_mb, wal_mb, settings, fake_clock, false)
+    }
+
+    fn disks(name: &str, data_mb: u32, wal_mb: u32, settings: &[&str], fake_clock: bool, ext4: bool) -> Cluster {
         let dir = cluster_dir();
         let (data_disk, wal_disk) = (dir.join("disk"), dir.join("wal"));
-        mount_tmpfs(&data_disk, data_mb);
+        if ext4 {
+            mount_ext4(&dir.join("disk.img"), &data_disk, data_mb);
+        } else {
+            mount_tmpfs(&data_disk, data_mb);
+        }
         mount_tmpfs(&wal_disk, wal_mb);
         let wal = wal_disk.join("pg_wal");
         let mut c = Self::build_in(
@@ -282,6 +297,29 @@ impl Cluster {
     /// The file system that holds its WAL.
     pub fn wal_disk(&self) -> &Path {
         &self.mounts[1]
+    }
+
+    /// Makes the ext4 file system of [`Cluster::on_ext4_data_disk`] fail: the
+    /// kernel's own error path, which remounts it read-only.
+    pub fn fail_data_disk(&self) {
+        let device = findmnt_source(self.data_disk());
+        let name = device.rsplit('/').next().unwrap().to_string();
+        let out = as_root("sh", &["-c", &format!("echo test > /sys/fs/ext4/{name}/trigger_fs_error")]);
+        assert!(out.status.success(), "trigger_fs_error: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Repairs it as a DBA would, the server being stopped: unmount, e2fsck,
+    /// mount again.
+    pub fn repair_data_disk(&self) {
+        let disk = self.data_disk().to_str().unwrap();
+        let image = self.dir.join("disk.img");
+        let out = as_root("umount", &[disk]);
+        assert!(out.status.success(), "umount: {}", String::from_utf8_lossy(&out.stderr));
+        // 1: errors corrected.
+        let out = as_root("e2fsck", &["-fy", image.to_str().unwrap()]);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "e2fsck: {}", String::from_utf8_lossy(&out.stdout));
+        let out = as_root("mount", &["-o", "loop,errors=remount-ro", image.to_str().unwrap(), disk]);
+        assert!(out.status.success(), "mount: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     fn build_with(
@@ -836,6 +874,28 @@ fn mount_tmpfs(at: &Path, size_mb: u32) {
     assert!(out.status.success(), "mount a tmpfs at {at}: {}", String::from_utf8_lossy(&out.stderr));
     let out = as_root("chown", &["postgres:postgres", at]);
     assert!(out.status.success(), "chown {at}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// An ext4 file system of `size_mb` MiB in the file `image`, on a loop
+/// device, mounted at `at` (made here) with `errors=remount-ro`, owned by
+/// the server user.
+fn mount_ext4(image: &Path, at: &Path, size_mb: u32) {
+    fs::create_dir_all(at).unwrap();
+    let (image, at) = (image.to_str().unwrap(), at.to_str().unwrap());
+    let out = as_root("truncate", &["-s", &format!("{size_mb}M"), image]);
+    assert!(out.status.success(), "truncate: {}", String::from_utf8_lossy(&out.stderr));
+    let out = as_root("mkfs.ext4", &["-q", "-F", image]);
+    assert!(out.status.success(), "mkfs.ext4: {}", String::from_utf8_lossy(&out.stderr));
+    let out = as_root("mount", &["-o", "loop,errors=remount-ro", image, at]);
+    assert!(out.status.success(), "mount {image} at {at}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = as_root("chown", &["postgres:postgres", at]);
+    assert!(out.status.success(), "chown {at}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The device mounted at `at`.
+fn findmnt_source(at: &Path) -> String {
+    let out = Command::new("findmnt").args(["-n", "-o", "SOURCE"]).arg(at).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Fills the file system mounted at `disk` to its last byte (files `fill`
