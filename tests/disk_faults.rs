@@ -51,7 +51,7 @@ fn write_warnings(c: &Cluster, from: usize) -> usize {
 #[test]
 fn a_lost_state_file_refuses_ids_rather_than_repeat_them() {
     let c = Cluster::with_fake_clock("lostfile", &[]);
-    let note = c.data_path("global/snowflake_id.issued");
+    let note = c.data_path("snowflake_id.issued");
     c.start();
     let mut s = c.session();
     assert!(!note.exists(), "no ID yet, no note");
@@ -129,7 +129,7 @@ fn a_data_directory_that_never_generated_starts_at_the_clock_without_a_file() {
     c.start();
     c.connect().query_one("SELECT 1", &[]).unwrap();
     c.stop();
-    assert!(!c.state_file().exists() && !c.data_path("global/snowflake_id.issued").exists());
+    assert!(!c.state_file().exists() && !c.data_path("snowflake_id.issued").exists());
     let from = c.log().len();
     c.start();
     let id: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);

@@ -155,6 +155,26 @@ fn corrupt_and_unreadable_state_files_refuse_ids_and_keep_the_server_up() {
     assert!(after > before);
 }
 
+/// The generator's files (the state file and the note that IDs were issued)
+/// stay out of PostgreSQL's relation directories: pg_checksums, and a base
+/// backup of a checksummed cluster (which 15 and 16 check file by file in
+/// `global/`), pass.
+#[test]
+fn a_checksummed_cluster_that_generated_passes_pg_checksums_and_base_backups() {
+    let c = Cluster::with_checksums("checksums", &["wal_level = replica", "max_wal_senders = 4"]);
+    c.start();
+    let id: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
+    assert!(c.data_path("snowflake_id.issued").exists() && c.state_file().exists());
+    let copy = Cluster::base_backup_of(&c, "checksumscopy");
+    assert!(copy.data_path("snowflake_id.issued").exists(), "the note comes with a base backup");
+    c.stop();
+    let out = c.run("pg_checksums", &["--check", "-D", c.data.to_str().unwrap()]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "pg_checksums: {text}");
+    assert!(text.contains("Bad checksums:  0"), "{text}");
+    assert!(id > 0);
+}
+
 #[test]
 fn a_state_file_that_cannot_be_written_stops_generation_without_losing_an_id() {
     let c = Cluster::new("unwritable", &[]);

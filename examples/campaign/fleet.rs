@@ -389,7 +389,13 @@ impl Fleet {
         let hold = rng.range(1, 4);
         sleep(Duration::from_secs(hold));
         free_disk(c.data_disk());
-        (self.q.name.clone(), format!("data directory full for {hold} s"))
+        // PostgreSQL's own writes (a checkpoint's) may have stopped it.
+        let stopped = !c.is_running();
+        if stopped {
+            let _ = c.try_stop_immediate();
+            c.start();
+        }
+        (self.q.name.clone(), format!("data directory full for {hold} s, server stopped={stopped}"))
     }
 
     /// Q's WAL cannot get a new segment: the next WAL record (a mark, an

@@ -58,6 +58,10 @@ pub fn file_hint(e: &io::Error) -> &'static str {
              must be able to create, write and rename files there."
         }
         Some(libc::EROFS) => "Check the file system that holds the data directory: it is mounted read-only.",
+        Some(libc::ENOENT) => "Check the data directory: a directory on the path named is missing.",
+        Some(libc::EMFILE | libc::ENFILE) => {
+            "Too many files are open: check the server's and the system's limits on open files."
+        }
         Some(libc::EISDIR | libc::ENOTDIR | libc::ENOTEMPTY) => {
             "Check the data directory: something else is in the way of the file named, and must be moved."
         }

@@ -72,7 +72,11 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
         return pass; // this server's own rows, from another database or its own standby
     }
     let config = settings::config();
-    let own = Own { node: config.node, issued_below: shmem::read().generator.resume_point() };
+    let own = {
+        let state = shmem::read();
+        let known = state.unknown.is_none_or(|u| matches!(u, shmem::Unknown::NotBefore(_)));
+        Own { node: config.node, issued_below: state.generator.resume_point(), known }
+    };
     // SAFETY: the trigger of this call.
     let judge_from = UnixMillis(unsafe { armed_at(data) }.0.saturating_sub(ARMING_SKEW_MS));
     let mut asked_again = false;

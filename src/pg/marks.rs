@@ -183,7 +183,6 @@ pub fn raise_floor(floor: Mark) -> Mark {
         };
         let id_space = shmem::read().id_space;
         let times = make_durable(&floor, id_space).unwrap_or_else(|e| {
-            shmem::lock().failed_writes += 1;
             ErrorReport::from(e)
                 .set_detail("The floor was not raised: IDs continue as before.")
                 .raise(PgLogLevel::ERROR)
@@ -257,7 +256,6 @@ fn write(mark: &Mark) -> Result<(), Failed> {
         }
         Err(error) => {
             state.generator.mark_failed();
-            state.failed_writes += 1;
             let first = !std::mem::replace(&mut state.failing, true);
             Err(Failed { error, first })
         }

@@ -59,10 +59,14 @@ pub fn start(old: Option<&StateFile>) -> u32 {
         )
         .raise(PgLogLevel::FATAL);
     }
+    // Above the last space a step kept a file for, too: without a state
+    // file, standbys of that space would pass over the new one's marks.
     let number = match old {
-        Some(StateFile::Mark(record)) => record.id_space + 1,
-        _ => 1,
-    };
+        Some(StateFile::Mark(record)) => record.id_space,
+        _ => 0,
+    }
+    .max(state_file::last_space_kept())
+        + 1;
     // In this order, each step durable before the next: a crash between two
     // leaves the old state file in force and no request, so the next start
     // continues the old space or refuses as before, and the DBA asks again.

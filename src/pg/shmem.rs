@@ -15,8 +15,10 @@
 //!   called while it is held.
 //! - The mark writer lock ([`MarkWriter`]) is held while one mark is made
 //!   durable (the state file, then WAL), so that marks reach the file in
-//!   order; never across a wait for synchronous standbys. It is taken before
-//!   the state lock, never while holding it.
+//!   order; never across a wait for synchronous standbys, nor a report sent
+//!   to a client (a LOG for the server log only is fine). It is taken before
+//!   the state lock, never while holding it. A renewal takes it only when it
+//!   is free ([`MarkWriter::try_acquire`]): it never queues behind a write.
 //! - The guard lock ([`guard`]) protects [`GuardState`], for one table lookup
 //!   or one clash record at a time; it is never held with either other lock,
 //!   nor across a report.
@@ -93,9 +95,8 @@ pub struct State {
     /// Time spent making marks durable, for snowflake_status().
     pub wal_micros: u64,
     pub file_micros: u64,
-    /// Marks that could not be made durable, and whether the last one
-    /// failed (an episode of failures is reported once).
-    pub failed_writes: u64,
+    /// Whether the last mark this server tried to make durable failed: a
+    /// run of failures is reported once.
     pub failing: bool,
     /// Step backs already reported in the log, and when the last report was.
     reported_step_backs: u64,
@@ -126,7 +127,6 @@ impl State {
             mark_lsn: 0,
             wal_micros: 0,
             file_micros: 0,
-            failed_writes: 0,
             failing: false,
             reported_step_backs: 0,
             last_report: UnixMillis(i64::MIN),
@@ -151,6 +151,7 @@ impl State {
         if !matches!(self.unknown, Some(Unknown::NotBefore(_))) {
             self.unknown = None;
         }
+        self.failing = false;
         self.wal_micros += times.wal_micros;
         self.file_micros += times.file_micros;
     }

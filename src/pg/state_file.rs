@@ -5,14 +5,16 @@
 //! and the errors as PostgreSQL reports them. Callers serialise writes.
 //!
 //! It also keeps the note that this data directory has issued IDs
-//! (`global/snowflake_id.issued`), written before its first mark and never
-//! removed: without it, a state file that is not there cannot be told from a
-//! cluster that never generated. An fsck that moves the file to lost+found,
-//! a copy or restore that leaves it out, an operator tidying up: each would
-//! otherwise start the generator again at the wall clock, below the IDs a
-//! bulk call, borrowed time or a clock set back had run ahead of it. The note
-//! lies in PostgreSQL's own `global/` directory, apart from the state file,
-//! where whatever copies the cluster copies it too.
+//! (`snowflake_id.issued`), written with its first mark (after the state
+//! file, before any ID relies on the mark) and never removed: without it, a
+//! state file that is not there cannot be told from a cluster that never
+//! generated. An fsck that moves the file to lost+found, a copy or restore
+//! that leaves it out, an operator tidying up: each would otherwise start the
+//! generator again at the wall clock, below the IDs a bulk call, borrowed
+//! time or a clock set back had run ahead of it. The note lies in the data
+//! directory's top level, where base backups, pg_rewind and backup tools copy
+//! it; not in `global/`, whose files pg_checksums and base backups of a
+//! checksummed cluster read as relation files.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -121,16 +123,18 @@ pub fn read() -> Result<Option<StateFile>, ReadError> {
 }
 
 /// Writes a mark of ID space `id_space` set ahead, or with `exact`, the
-/// point a clean shutdown stopped at, with the settings in force; the note
-/// that this data directory issued IDs comes first.
+/// point a clean shutdown stopped at, with the settings in force; then the
+/// note that this data directory issued IDs, so that a note always means a
+/// state file was written (a failure before it leaves no note: no ID relies
+/// on a mark until this returns).
 pub fn write_mark(mark: &Mark, exact: bool, id_space: u32) -> Result<(), WriteError> {
-    note_ids_issued()?;
     let config = settings::config();
-    write(&StateRecord::new(mark, exact, &config.codec, config.node, id_space).render())
+    write(&StateRecord::new(mark, exact, &config.codec, config.node, id_space).render())?;
+    note_ids_issued()
 }
 
 /// The note's name in the data directory.
-const NOTE_NAME: &str = "global/snowflake_id.issued";
+const NOTE_NAME: &str = "snowflake_id.issued";
 
 const NOTE_TEXT: &str = "snowflake_id has issued IDs from this data directory. Its state file, snowflake_id.state, \
 records the floor above which they continue; a server that finds this note without that file refuses to generate \

@@ -237,6 +237,10 @@ pub struct Own {
     /// mark's position in its era, nor in a later era (the generator's next
     /// position).
     pub issued_below: Mark,
+    /// Whether `issued_below` is known: not while the server's mark is
+    /// unknown (a lost state file, pg_upgrade), when it is the start of the
+    /// ID space. A proof made then is not remembered for later rows.
+    pub known: bool,
 }
 
 /// Checks one ID applied from `server` (by the path `via`) at the server
@@ -266,7 +270,9 @@ pub fn check(
         if here >= (mine.clock_back, mine.position) {
             // Never issued here: another generator's, and so are the IDs of
             // the number from here up that no row of this server explains.
-            owners.own_foreign_from = Some(owners.own_foreign_from.map_or(here, |from| from.min(here)));
+            if own.known {
+                owners.own_foreign_from = Some(owners.own_foreign_from.map_or(here, |from| from.min(here)));
+            }
             return Verdict::OwnNode { node, proven: true, past_a_proof: false };
         }
         let past_a_proof = owners.own_foreign_from.is_some_and(|from| here >= from);
@@ -306,7 +312,11 @@ mod tests {
 
     /// A server with `node` that has issued IDs below `tick`.
     fn own_up_to(node: Node, tick: u64) -> Own {
-        Own { node, issued_below: Mark { position: codec().template(node).position(tick), clock_back: 0, wall: None } }
+        Own {
+            node,
+            issued_below: Mark { position: codec().template(node).position(tick), clock_back: 0, wall: None },
+            known: true,
+        }
     }
 
     /// A server with `node` that has issued no ID.
@@ -388,6 +398,19 @@ mod tests {
             // A later proof lower down moves the line down.
             assert_eq!(at(owners, own_up_to(OWN, 3_000), 3_500, false), proof(false));
             assert_eq!(at(owners, after, 3_600, false), proof(true));
+        });
+    }
+
+    #[test]
+    fn a_proof_while_our_mark_is_unknown_is_not_remembered() {
+        with_owners(|owners| {
+            let unknown = Own { known: false, ..fresh(OWN) };
+            let verdict = check(&codec(), unknown, owners, id_of(OWN, 5_000), (Some(P), 0), ARMED);
+            assert_eq!(verdict, Verdict::OwnNode { node: OWN, proven: true, past_a_proof: false });
+            // The floor raised, this server's own older rows coming back are evidence.
+            let own = own_up_to(OWN, 9_000);
+            let verdict = check(&codec(), own, owners, id_of(OWN, 6_000), (Some(P), 0), ARMED).settle(|| false);
+            assert_eq!(verdict, Verdict::OwnNode { node: OWN, proven: false, past_a_proof: false });
         });
     }
 

@@ -220,6 +220,11 @@ impl Cluster {
         Self::build(name, true, &with_identity(settings), false, &["--allow-group-access"])
     }
 
+    /// Like `new`, initialised with `initdb --data-checksums`.
+    pub fn with_checksums(name: &str, settings: &[&str]) -> Cluster {
+        Self::build(name, true, &with_identity(settings), false, &["--data-checksums"])
+    }
+
     /// Like `new`, with a clock the test can step through libfaketime.
     pub fn with_fake_clock(name: &str, settings: &[&str]) -> Cluster {
         Self::build(name, true, &with_identity(settings), true, &[])
@@ -898,8 +903,8 @@ fn findmnt_source(at: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// Fills the file system mounted at `disk` to its last byte (files `fill`
-/// and `fill.more`, which [`free_disk`] removes).
+/// Fills the file system mounted at `disk` to its last byte (files `fill`,
+/// `fill.more` and `fill.last`, which [`free_disk`] removes).
 pub fn fill_disk(disk: &Path) {
     let avail = || -> u64 {
         let out = Command::new("df").args(["--output=avail", "-B1"]).arg(disk).output().unwrap();
@@ -917,14 +922,20 @@ pub fn fill_disk(disk: &Path) {
         }
     }
     assert!(took, "fallocate could not take the room on {disk:?}");
-    // Whatever is left: dd stops at the first ENOSPC.
-    let more = format!("of={}", disk.join("fill.more").display());
-    as_root("dd", &["if=/dev/zero", &more, "bs=512"]);
+    // Whatever is left: dd stops at the first ENOSPC. Twice: a file being
+    // replaced while the first ran may have given a block back.
+    for (name, wait) in [("fill.more", 0), ("fill.last", 200)] {
+        std::thread::sleep(Duration::from_millis(wait));
+        let of = format!("of={}", disk.join(name).display());
+        as_root("dd", &["if=/dev/zero", &of, "bs=512"]);
+    }
 }
 
 /// Frees what [`fill_disk`] took.
 pub fn free_disk(disk: &Path) {
-    let out = as_root("rm", &["-f", disk.join("fill").to_str().unwrap(), disk.join("fill.more").to_str().unwrap()]);
+    let files: Vec<String> =
+        ["fill", "fill.more", "fill.last"].iter().map(|f| disk.join(f).to_str().unwrap().to_string()).collect();
+    let out = as_root("rm", &["-f", &files[0], &files[1], &files[2]]);
     assert!(out.status.success(), "rm: {}", String::from_utf8_lossy(&out.stderr));
 }
 
