@@ -27,7 +27,7 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     primary.start();
     primary.session().batch_execute(TABLE).unwrap();
     // An hour ahead, then the clock is set right and the state file is lost:
-    // the server knows it issued IDs (its note in global/) and refuses to
+    // the server knows it issued IDs (its note, snowflake_id.issued) and refuses to
     // generate rather than start at the clock, an hour below its own IDs.
     primary.clock.as_ref().unwrap().set_offset(3600);
     insert(&primary, "ahead");
