@@ -30,17 +30,7 @@ use crate::snowflake::state_file::{self as format, StateFile, StateRecord};
 
 /// The state file could not be written: the path the write failed on (the
 /// file, its temporary file, their directory, or the note), and why.
-#[derive(Debug)]
-pub struct WriteError {
-    pub path: PathBuf,
-    pub io: io::Error,
-}
-
-impl From<format::WriteFailure> for WriteError {
-    fn from(e: format::WriteFailure) -> WriteError {
-        WriteError { path: e.path, io: e.io }
-    }
-}
+pub use format::WriteFailure as WriteError;
 
 impl From<WriteError> for ErrorReport {
     #[track_caller]
@@ -197,7 +187,7 @@ pub fn write_unknown(reason: &str) -> Result<(), WriteError> {
 
 fn write(contents: &str) -> Result<(), WriteError> {
     let path = settings::state_path();
-    Ok(format::write(path, contents, ffi::file_create_mode())?)
+    format::write(path, contents, ffi::file_create_mode())
 }
 
 /// Keeps a copy of the state file as `snowflake_id.state.<label>` (or, if a
