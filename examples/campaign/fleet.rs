@@ -15,14 +15,16 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::common::{fill_disk, free_disk, Cluster};
+use crate::net::{conninfo as link_conninfo, listen_addresses, Link, Net};
 use crate::record::{now_us, Id, Recorder};
 use crate::rng::Rng;
 use crate::workload::Targets;
 
-/// The fault kinds, as the campaign's last lines name them. The last five
-/// are the edges where operators meet the extension: each says `ok=true` or
-/// `ok=false` in its detail, and the checker counts a false.
-pub const KINDS: [&str; 18] = [
+/// The fault kinds, as the campaign's last lines name them. The edges where
+/// operators meet the extension (a live install, a guarded table's
+/// replication, sequence mode under load) and the network's faults say
+/// `ok=true` or `ok=false` in their detail, and the checker counts a false.
+pub const KINDS: [&str; 22] = [
     "backend_kill",
     "postmaster_kill",
     "clean_restart",
@@ -41,21 +43,28 @@ pub const KINDS: [&str; 18] = [
     "registration_churn",
     "disk_full",
     "wal_full",
+    "sync_standby_cut",
+    "split_brain",
+    "subscriber_cut",
+    "clash_across_cut",
 ];
 
 /// The sizes of Q's file systems, in MiB: its data directory's, and its WAL's.
 const Q_DATA_MB: u32 = 512;
 const Q_WAL_MB: u32 = 256;
 
-const DATACENTER: i32 = 1;
-const P_WORKER: i32 = 1;
+pub const DATACENTER: i32 = 1;
+pub const P_WORKER: i32 = 1;
+/// The datacenter of the numbers that standbys promoted in a split brain
+/// get when they have one of their own: no other server of the fleet uses it.
+pub const SPLIT_DATACENTER: i32 = 31;
 const A_WORKER: i32 = 31;
 /// The default epoch (2025-01-01), in Unix milliseconds.
 const EPOCH_MS: i64 = 1_735_689_600_000;
 
 /// The tables clients write, and the sequences of sequence mode: an
 /// identity column and a pooled allocator's sequence, both registered.
-const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text);
+pub const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text);
                      CREATE TABLE clash (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), v text);
                      CREATE TABLE ts (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
                      SELECT snowflake_sequence_register(pg_get_serial_sequence('ts', 'id'));
@@ -65,9 +74,14 @@ const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nex
 /// The default layout's widest worker number.
 const MAX_WORKER: i32 = 31;
 
-/// Settings of a server that publishes, for its number.
-fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
+/// Settings of a server that publishes, for its number. Replication
+/// notices a cut link within seconds, and tries again every second.
+pub fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
     vec![
+        listen_addresses(),
+        "wal_sender_timeout = '5s'".into(),
+        "wal_receiver_timeout = '5s'".into(),
+        "wal_retrieve_retry_interval = '1s'".into(),
         "wal_level = logical".into(),
         "max_wal_senders = 20".into(),
         "max_replication_slots = 20".into(),
@@ -78,7 +92,7 @@ fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
     ]
 }
 
-fn refs(v: &[String]) -> Vec<&str> {
+pub fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
@@ -87,7 +101,8 @@ fn conninfo(c: &Cluster) -> String {
 }
 
 /// The number after `(datacenter, worker)` in Q's renumberings: one no
-/// server of the fleet has used, P's and A's never.
+/// server of the fleet has used, P's and A's never, nor the datacenter of
+/// split brains (it is reached after 957 renumberings, some 30 hours).
 fn next_unused_number((datacenter, worker): (i32, i32)) -> (i32, i32) {
     let last_worker = if datacenter == DATACENTER { A_WORKER - 1 } else { MAX_WORKER };
     if worker < last_worker {
@@ -118,15 +133,25 @@ pub struct Fleet {
     pub sync: bool,
     pub targets: Targets,
     pub rec: Recorder,
+    /// The links between servers, and their cuts.
+    pub net: Net,
+    /// Split brains whose promoted standby had a number of its own.
+    pub splits_with_own_number: i32,
     generation: usize,
+}
+
+/// The settings of a standby of `primary`, streaming through the standby link.
+fn standby_settings(primary: &Cluster, name: &str) -> Vec<String> {
+    vec![format!("primary_conninfo = '{} application_name={name}'", link_conninfo(Link::Standby, primary.port))]
 }
 
 impl Fleet {
     pub fn start(rec: Recorder) -> Fleet {
+        let net = Net::new();
         let p = Cluster::with_fake_clock("p1", &refs(&publisher_settings((DATACENTER, P_WORKER))));
         p.start();
         p.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
-        let s = Cluster::standby_with_fake_clock(&p, "s1", &[]);
+        let s = Cluster::standby_with_fake_clock(&p, "s1", &refs(&standby_settings(&p, "s1")));
         s.start();
         let q_number = (DATACENTER, 2);
         // Q's data directory and WAL each on a small file system of its own,
@@ -154,12 +179,14 @@ impl Fleet {
             sync: false,
             targets,
             rec,
+            net,
+            splits_with_own_number: 0,
             generation: 1,
         };
         for (sub, c) in [("sub_p", &fleet.primary.cluster), ("sub_q", &fleet.q.cluster)] {
             let sql = format!(
                 "CREATE SUBSCRIPTION {sub} CONNECTION '{}' PUBLICATION pub WITH (copy_data = false)",
-                conninfo(c)
+                link_conninfo(Link::Subscription, c.port)
             );
             fleet.a.connect().batch_execute(&sql).unwrap();
         }
@@ -174,7 +201,7 @@ impl Fleet {
         self.targets.set("Q", &self.q.name, self.q.cluster.port);
     }
 
-    fn next_name(&mut self, prefix: &str) -> String {
+    pub fn next_name(&mut self, prefix: &str) -> String {
         self.generation += 1;
         format!("{prefix}{}", self.generation)
     }
@@ -208,6 +235,10 @@ impl Fleet {
             "registration_churn" => self.registration_churn(rng),
             "disk_full" => self.disk_full(rng),
             "wal_full" => self.wal_full(),
+            "sync_standby_cut" => self.sync_standby_cut(rng),
+            "split_brain" => self.split_brain(rng),
+            "subscriber_cut" => self.subscriber_cut(rng),
+            "clash_across_cut" => self.clash_across_cut(rng),
             _ => unreachable!("no fault {kind}"),
         }
     }
@@ -322,10 +353,11 @@ impl Fleet {
         self.sync = false;
         self.targets.set("P", &self.primary.name, c.port);
         c.connect().batch_execute("SELECT pg_create_logical_replication_slot('sub_p', 'pgoutput')").unwrap();
-        let sql = format!("ALTER SUBSCRIPTION sub_p CONNECTION '{}'", conninfo(c));
+        let sql = format!("ALTER SUBSCRIPTION sub_p CONNECTION '{}'", link_conninfo(Link::Subscription, c.port));
         self.a.connect().batch_execute(&sql).unwrap();
         let name = self.next_name("s");
-        let standby = Cluster::standby_with_fake_clock(&self.primary.cluster, &name, &[]);
+        let settings = standby_settings(&self.primary.cluster, &name);
+        let standby = Cluster::standby_with_fake_clock(&self.primary.cluster, &name, &refs(&settings));
         standby.start();
         self.standby = Some(Server { name, cluster: standby });
         self.take_backup();
@@ -427,13 +459,8 @@ impl Fleet {
     /// takeover), then stops it for a while: sessions asking for it wait
     /// until their statement_timeout.
     fn sync_standby_down(&mut self, rng: &mut Rng) -> (String, String) {
+        self.make_standby_synchronous();
         let Some(standby) = &self.standby else { return ("-".into(), "no standby".into()) };
-        let sql = format!("ALTER SYSTEM SET synchronous_standby_names = '\"{}\"'", standby.name);
-        let mut admin = self.primary.cluster.connect();
-        admin.batch_execute(&sql).unwrap();
-        admin.batch_execute("SELECT pg_reload_conf()").unwrap();
-        self.sync = true;
-        sleep(Duration::from_millis(500));
         standby.cluster.stop();
         let hold = rng.range(2, 5);
         sleep(Duration::from_secs(hold));
@@ -818,7 +845,7 @@ mod tests {
         let mut number = (DATACENTER, 2);
         for _ in 0..900 {
             number = next_unused_number(number);
-            assert!((0..=31).contains(&number.0) && (0..=MAX_WORKER).contains(&number.1), "{number:?}");
+            assert!((0..SPLIT_DATACENTER).contains(&number.0) && (0..=MAX_WORKER).contains(&number.1), "{number:?}");
             assert!(seen.insert(number), "{number:?} again");
         }
     }

@@ -13,6 +13,8 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 mod fleet;
+mod net;
+mod partitions;
 mod record;
 mod rng;
 mod workload;

@@ -1,0 +1,280 @@
+//! The faults of the network (net.rs makes the cuts): a synchronous standby
+//! cut off, a split brain, a subscriber cut off while it generates, and a
+//! subscriber whose proof of a clash must outlast a cut.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{sleep, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::common::Cluster;
+use crate::fleet::{publisher_settings, refs, Fleet, DATACENTER, P_WORKER, SPLIT_DATACENTER, TABLE};
+use crate::net::{conninfo, Link};
+use crate::record::{now_us, Id, Recorder};
+use crate::rng::Rng;
+
+/// Waits up to `limit` for `done`; says whether it came.
+fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+/// Whether the subscriber's slot `slot` on `publisher` has confirmed
+/// everything the publisher wrote up to now.
+fn caught_up(publisher: &Cluster, slot: &str, limit: Duration) -> bool {
+    let written: String = publisher.one("SELECT pg_current_wal_lsn()::text");
+    wait_for(limit, || {
+        publisher.one::<Option<bool>>(&format!(
+            "SELECT (SELECT confirmed_flush_lsn >= '{written}'::pg_lsn FROM pg_replication_slots WHERE slot_name = '{slot}')"
+        )) == Some(true)
+    })
+}
+
+fn guard_clashes(c: &Cluster) -> i64 {
+    c.one("SELECT guard_clashes FROM snowflake_status()")
+}
+
+/// A writer inserting rows into `table` of `cluster` until stopped; with a
+/// lineage, the IDs it gets join the history as `server`'s.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<usize>,
+}
+
+impl Writer {
+    fn start(cluster: &Cluster, table: &str, server: &str, lineage: Option<&'static str>, rec: &Recorder) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut c = cluster.connect();
+        let timeline: i32 = c.query_one("SELECT timeline FROM snowflake_status()", &[]).unwrap().get(0);
+        let insert = format!("INSERT INTO {table} (v) VALUES ('{server}') RETURNING id");
+        let (stop2, rec, server) = (stop.clone(), rec.clone(), server.to_string());
+        let thread = std::thread::spawn(move || {
+            let mut written = 0;
+            while !stop2.load(Ordering::Relaxed) {
+                let started_us = now_us();
+                // A cut subscriber or a promotion under way may refuse a
+                // row now and then; the writer only counts what it got.
+                if let Ok(row) = c.query_one(&insert, &[]) {
+                    written += 1;
+                    if let Some(lineage) = lineage {
+                        let id = Id {
+                            id: row.get(0),
+                            server: server.clone(),
+                            lineage,
+                            timeline,
+                            client: 950,
+                            kind: "partition",
+                            started_us,
+                            ended_us: now_us(),
+                            committed: true,
+                        };
+                        rec.ids(&[id]);
+                    }
+                }
+                sleep(Duration::from_millis(20));
+            }
+            written
+        });
+        Writer { stop, thread }
+    }
+
+    fn stop(self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+impl Fleet {
+    /// Names the standby as synchronous (until the next takeover), and waits
+    /// until it has replayed what the primary wrote before: from then on,
+    /// every mark the primary writes waits for it.
+    pub fn make_standby_synchronous(&mut self) {
+        let Some(standby) = &self.standby else { return };
+        let sql = format!("ALTER SYSTEM SET synchronous_standby_names = '\"{}\"'", standby.name);
+        let mut admin = self.primary.cluster.connect();
+        admin.batch_execute(&sql).unwrap();
+        admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+        self.sync = true;
+        // Sessions take the setting between statements.
+        sleep(Duration::from_millis(500));
+        let written: String = self.primary.cluster.one("SELECT pg_current_wal_lsn()::text");
+        wait_for(Duration::from_secs(60), || {
+            standby.cluster.one::<Option<bool>>(&format!("SELECT pg_last_wal_replay_lsn() >= '{written}'::pg_lsn"))
+                == Some(true)
+        });
+    }
+
+    /// The synchronous standby cut off from its primary by the network for
+    /// a while, running all along: calls on the primary wait for it until
+    /// their statement_timeout (57014), and none of them may return an ID
+    /// at or above the mark the standby holds.
+    pub fn sync_standby_cut(&mut self, rng: &mut Rng) -> (String, String) {
+        if self.standby.is_none() {
+            return ("-".into(), "no standby".into());
+        }
+        self.make_standby_synchronous();
+        let standby = self.standby.as_ref().unwrap();
+        let cut = self.net.cut(Link::Standby, self.primary.cluster.port);
+        let hold = rng.range(2, 8);
+        sleep(Duration::from_secs(hold));
+        // The standby's mark, as the smallest ID of its tick, and the
+        // largest ID lineage P handed to a client so far.
+        let mark: Option<i64> =
+            standby.cluster.one("SELECT snowflake_from_timestamp(high_water_mark) FROM snowflake_status()");
+        let handed_out = self.rec.max_of("P");
+        self.net.heal(cut);
+        let ok = match (handed_out, mark) {
+            (None, _) => true,
+            (Some(id), Some(mark)) => id < mark,
+            (Some(_), None) => false,
+        };
+        (
+            standby.name.clone(),
+            format!(
+                "synchronous, cut off for {hold} s ok={ok} (largest ID handed out {handed_out:?}, standby's mark {mark:?})"
+            ),
+        )
+    }
+
+    /// A split brain: an asynchronous standby of the primary, made for the
+    /// fault, is cut off and promoted while the primary goes on. It has a
+    /// number of its own (as docs/deployment.md asks of every server) or,
+    /// in half the faults, its primary's. Its IDs join the history, as a
+    /// lineage of its own; once the link is back, its rows meet the
+    /// primary's at the aggregator through logical replication (a slot made
+    /// at the promotion, so they are the rows of the split). With a number
+    /// of its own nothing may repeat or be reported; with a shared one,
+    /// repeats are the documented limit, and the guard must report them.
+    pub fn split_brain(&mut self, rng: &mut Rng) -> (String, String) {
+        let shared = rng.chance(50);
+        let name = self.next_name("b");
+        let p = &self.primary.cluster;
+        let mut settings =
+            vec![format!("primary_conninfo = '{} application_name={name}'", conninfo(Link::Fault, p.port))];
+        let number = if shared {
+            (DATACENTER, P_WORKER)
+        } else {
+            self.splits_with_own_number += 1;
+            let number = (SPLIT_DATACENTER, (self.splits_with_own_number - 1) % 31);
+            settings.push(format!("snowflake_id.datacenter_id = {}", number.0));
+            settings.push(format!("snowflake_id.worker_id = {}", number.1));
+            number
+        };
+        let b = Cluster::standby_of(p, &name, &refs(&settings));
+        b.start();
+        let streaming = wait_for(Duration::from_secs(60), || {
+            p.one::<i64>(&format!(
+                "SELECT count(*) FROM pg_stat_replication WHERE application_name = '{name}' AND state = 'streaming'"
+            )) > 0
+        });
+        let cut = self.net.cut(Link::Fault, p.port);
+        b.promote();
+        b.wait_until_writable();
+        // Its copy of the primary's settings may name a synchronous standby.
+        let mut admin = b.connect();
+        admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names").unwrap();
+        admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+        sleep(Duration::from_millis(300));
+        let mut admin = b.connect();
+        admin.batch_execute("CREATE PUBLICATION pub_split FOR TABLE clash").unwrap();
+        admin.batch_execute("SELECT pg_create_logical_replication_slot('sub_split', 'pgoutput')").unwrap();
+        let lineage: &'static str = Box::leak(format!("B{name}").into_boxed_str());
+        let writer = Writer::start(&b, "clash", &name, Some(lineage), &self.rec);
+        let hold = rng.range(2, 6);
+        sleep(Duration::from_secs(hold));
+        self.net.heal(cut);
+        let before = guard_clashes(&self.a);
+        let sql = format!(
+            "CREATE SUBSCRIPTION sub_split CONNECTION '{}' PUBLICATION pub_split
+             WITH (create_slot = false, slot_name = 'sub_split', copy_data = false)",
+            conninfo(Link::Fault, b.port)
+        );
+        self.a.connect().batch_execute(&sql).unwrap();
+        // Both write on: the aggregator gets the primary's rows all the time.
+        let detected = if shared {
+            wait_for(Duration::from_secs(300), || guard_clashes(&self.a) > before)
+        } else {
+            sleep(Duration::from_secs(2));
+            false
+        };
+        let written = writer.stop();
+        let applied = caught_up(&b, "sub_split", Duration::from_secs(120));
+        let detected = detected || guard_clashes(&self.a) > before;
+        self.a.connect().batch_execute("DROP SUBSCRIPTION sub_split").unwrap();
+        drop(b);
+        let (datacenter, worker) = number;
+        let whose = if shared { "shared with its old primary" } else { "of its own" };
+        (
+            name,
+            format!(
+                "promoted while cut off for {hold} s, number (datacenter {datacenter}, worker {worker}) {whose} \
+                 detected={detected} (streaming={streaming} written={written} applied={applied})"
+            ),
+        )
+    }
+
+    /// The aggregator's subscription to P or Q cut off for a while, longer
+    /// than the replication timeouts at times, while the aggregator issues
+    /// IDs of its own (they join the history as lineage A): when the link
+    /// is back it catches up, and its guard reports nothing.
+    pub fn subscriber_cut(&mut self, rng: &mut Rng) -> (String, String) {
+        let (sub, publisher) =
+            if rng.chance(50) { ("sub_p", &self.primary.cluster) } else { ("sub_q", &self.q.cluster) };
+        let writer = Writer::start(&self.a, "t", "a", Some("A"), &self.rec);
+        let cut = self.net.cut(Link::Subscription, publisher.port);
+        let hold = rng.range(2, 9);
+        sleep(Duration::from_secs(hold));
+        self.net.heal(cut);
+        let written = writer.stop();
+        let ok = caught_up(publisher, sub, Duration::from_secs(120));
+        ("a".into(), format!("{sub} cut off for {hold} s, {written} IDs issued meanwhile, caught up ok={ok}"))
+    }
+
+    /// A subscriber Y of Q that shares Q's number, its guard refusing Q's
+    /// rows as proof (guard_action = error), is cut off from Q and issues
+    /// IDs of its own meanwhile, above Q's rows still to come: after the
+    /// link is back, those rows must still be refused, never stored. Y's
+    /// IDs are not the fleet's (Q's number) and stay out of the history.
+    pub fn clash_across_cut(&mut self, rng: &mut Rng) -> (String, String) {
+        let name = self.next_name("y");
+        let mut settings = publisher_settings(self.q_number);
+        settings.push(format!("snowflake_id.epoch = {}", self.q_epoch_ms));
+        let y = Cluster::new(&name, &refs(&settings));
+        y.start();
+        y.session().batch_execute(&format!("{TABLE}; SELECT snowflake_guard('t')")).unwrap();
+        let sql = format!(
+            "CREATE SUBSCRIPTION sub_y CONNECTION '{}' PUBLICATION pub WITH (copy_data = false)",
+            conninfo(Link::Fault, self.q.cluster.port)
+        );
+        y.connect().batch_execute(&sql).unwrap();
+        // Q's clients insert into t all the time.
+        let refused_before = wait_for(Duration::from_secs(120), || guard_clashes(&y) > 0);
+        let q_port = self.q.cluster.port;
+        let cut = self.net.cut(Link::Fault, q_port);
+        let writer = Writer::start(&y, "t", "y", None, &self.rec);
+        let hold = rng.range(2, 8);
+        sleep(Duration::from_secs(hold));
+        let written = writer.stop();
+        let at_heal = guard_clashes(&y);
+        self.net.heal(cut);
+        let refused_after = wait_for(Duration::from_secs(120), || guard_clashes(&y) > at_heal);
+        let stored: i64 = y.one("SELECT count(*) FROM t WHERE v <> 'y'");
+        y.connect().batch_execute("DROP SUBSCRIPTION sub_y").unwrap();
+        drop(y);
+        let ok = refused_before && refused_after && stored == 0;
+        let (datacenter, worker) = self.q_number;
+        (
+            name,
+            format!(
+                "number (datacenter {datacenter}, worker {worker}) of Q, cut off for {hold} s, {written} IDs of its own \
+                 meanwhile ok={ok} (refused before={refused_before} after={refused_after}, stored={stored})"
+            ),
+        )
+    }
+}
