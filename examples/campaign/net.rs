@@ -34,9 +34,9 @@ impl Link {
 
     pub fn address(self) -> &'static str {
         match self {
-            Link::Standby => "127.0.1.1",
-            Link::Subscription => "127.0.2.1",
-            Link::Fault => "127.0.3.1",
+            Link::Standby => "127.77.0.1",
+            Link::Subscription => "127.77.0.2",
+            Link::Fault => "127.77.0.3",
         }
     }
 }
