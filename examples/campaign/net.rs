@@ -12,10 +12,11 @@
 //!
 //! The rules live in an nftables table of the run's own
 //! (`snowflake_campaign_PID`), deleted when the `Net` is dropped, and by
-//! scripts/campaign and scripts/test when a killed run left it.
+//! scripts/campaign, at its start and exit, when a killed run left it.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Output;
+
+use crate::common::as_root;
 
 /// The kinds of link between servers, each at a loopback address of its own.
 #[derive(Clone, Copy, Debug)]
@@ -71,44 +72,39 @@ impl Net {
     pub fn new() -> Net {
         let net = Net { table: format!("snowflake_campaign_{}", std::process::id()) };
         let t = &net.table;
-        net.nft(&format!(
-            "table inet {t} {{
-               set cut {{ type ipv4_addr . inet_service; }}
-               chain output {{
-                 type filter hook output priority 0; policy accept;
-                 ip daddr . tcp dport @cut drop
-                 ip saddr . tcp sport @cut drop
-               }}
-             }}"
+        let out = net.nft(&format!(
+            "add table inet {t}; add set inet {t} cut {{ type ipv4_addr . inet_service; }}; \
+             add chain inet {t} output {{ type filter hook output priority 0; policy accept; }}; \
+             add rule inet {t} output ip daddr . tcp dport @cut drop; \
+             add rule inet {t} output ip saddr . tcp sport @cut drop"
         ));
+        assert!(out.status.success(), "nft (the nftables package): {}", String::from_utf8_lossy(&out.stderr));
         net
     }
 
     /// Cuts the server on `port` off at `link`'s address.
     pub fn cut(&self, link: Link, port: u16) -> Cut {
-        self.nft(&format!("add element inet {} cut {{ {} . {port} }}", self.table, link.address()));
+        self.element("add", link, port);
         Cut { link, port }
     }
 
     pub fn heal(&self, cut: Cut) {
-        self.nft(&format!("delete element inet {} cut {{ {} . {} }}", self.table, cut.link.address(), cut.port));
+        self.element("delete", cut.link, cut.port);
     }
 
-    fn nft(&self, script: &str) {
-        let mut child = Command::new("nft")
-            .args(["-f", "-"])
-            .stdin(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("nft (the nftables package): {e}"));
-        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "nft {script}: {}", String::from_utf8_lossy(&out.stderr));
+    fn element(&self, verb: &str, link: Link, port: u16) {
+        let out = self.nft(&format!("{verb} element inet {} cut {{ {} . {port} }}", self.table, link.address()));
+        assert!(out.status.success(), "nft {verb} element: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Runs nft commands (`;` between them), as root.
+    fn nft(&self, commands: &str) -> Output {
+        as_root("nft", &[commands])
     }
 }
 
 impl Drop for Net {
     fn drop(&mut self) {
-        let _ = Command::new("nft").args(["delete", "table", "inet", &self.table]).output();
+        let _ = self.nft(&format!("delete table inet {}", self.table));
     }
 }

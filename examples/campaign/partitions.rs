@@ -92,52 +92,74 @@ impl Writer {
 
 impl Fleet {
     /// Names the standby as synchronous (until the next takeover), and waits
-    /// until it has replayed what the primary wrote before: from then on,
-    /// every mark the primary writes waits for it.
-    pub fn make_standby_synchronous(&mut self) {
-        let Some(standby) = &self.standby else { return };
+    /// until the primary counts it so and it has replayed what the primary
+    /// wrote before: from then on, every mark the primary writes waits for
+    /// it. Says whether both came.
+    pub fn make_standby_synchronous(&mut self) -> bool {
+        let Some(standby) = &self.standby else { return false };
+        let p = &self.primary.cluster;
         let sql = format!("ALTER SYSTEM SET synchronous_standby_names = '\"{}\"'", standby.name);
-        let mut admin = self.primary.cluster.connect();
+        let mut admin = p.connect();
         admin.batch_execute(&sql).unwrap();
         admin.batch_execute("SELECT pg_reload_conf()").unwrap();
         self.sync = true;
+        let synchronous = wait_for(Duration::from_secs(60), || {
+            p.one::<i64>(&format!(
+                "SELECT count(*) FROM pg_stat_replication WHERE application_name = '{}' AND sync_state = 'sync'",
+                standby.name
+            )) > 0
+        });
         // Sessions take the setting between statements.
         sleep(Duration::from_millis(500));
-        let written: String = self.primary.cluster.one("SELECT pg_current_wal_lsn()::text");
-        wait_for(Duration::from_secs(60), || {
+        let written: String = p.one("SELECT pg_current_wal_lsn()::text");
+        let replayed = wait_for(Duration::from_secs(60), || {
             standby.cluster.one::<Option<bool>>(&format!("SELECT pg_last_wal_replay_lsn() >= '{written}'::pg_lsn"))
                 == Some(true)
         });
+        synchronous && replayed
     }
 
     /// The synchronous standby cut off from its primary by the network for
     /// a while, running all along: calls on the primary wait for it until
-    /// their statement_timeout (57014), and none of them may return an ID
-    /// at or above the mark the standby holds.
+    /// their statement_timeout (57014), and none that ended before the heal
+    /// may have returned an ID at or above the mark the standby holds. The
+    /// fault checks that it took: the primary wrote WAL the standby never got.
     pub fn sync_standby_cut(&mut self, rng: &mut Rng) -> (String, String) {
         if self.standby.is_none() {
             return ("-".into(), "no standby".into());
         }
-        self.make_standby_synchronous();
-        let standby = self.standby.as_ref().unwrap();
-        let cut = self.net.cut(Link::Standby, self.primary.cluster.port);
+        let synchronous = self.make_standby_synchronous();
+        let (p, standby) = (&self.primary.cluster, self.standby.as_ref().unwrap());
+        self.rec.watch("P");
+        let cut = self.net.cut(Link::Standby, p.port);
         let hold = rng.range(2, 8);
         sleep(Duration::from_secs(hold));
-        // The standby's mark, as the smallest ID of its tick, and the
-        // largest ID lineage P handed to a client so far.
+        // What the standby received is replayed: its mark is the cut's.
+        let replayed = wait_for(Duration::from_secs(30), || {
+            standby.cluster.one::<Option<bool>>("SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()")
+                == Some(true)
+        });
+        // The smallest ID of the mark's tick.
         let mark: Option<i64> =
             standby.cluster.one("SELECT snowflake_from_timestamp(high_water_mark) FROM snowflake_status()");
-        let handed_out = self.rec.max_of("P");
+        let received: Option<String> = standby.cluster.one("SELECT pg_last_wal_receive_lsn()::text");
+        let held = received.is_some_and(|lsn| p.one(&format!("SELECT pg_current_wal_lsn() > '{lsn}'::pg_lsn")));
+        let heal_us = now_us();
         self.net.heal(cut);
-        let ok = match (handed_out, mark) {
+        // The calls that ended before the heal are in the record by then.
+        sleep(Duration::from_secs(1));
+        let handed_out = self.rec.largest_ended_before("P", heal_us);
+        let below = match (handed_out, mark) {
             (None, _) => true,
             (Some(id), Some(mark)) => id < mark,
             (Some(_), None) => false,
         };
+        let ok = synchronous && replayed && held && below;
         (
             standby.name.clone(),
             format!(
-                "synchronous, cut off for {hold} s ok={ok} (largest ID handed out {handed_out:?}, standby's mark {mark:?})"
+                "synchronous, cut off for {hold} s ok={ok} (largest ID handed out before the heal {handed_out:?}, \
+                 standby's mark {mark:?}; synchronous={synchronous} cut_held={held} replayed={replayed})"
             ),
         )
     }
@@ -196,25 +218,35 @@ impl Fleet {
             conninfo(Link::Fault, b.port)
         );
         self.a.connect().batch_execute(&sql).unwrap();
+        // A report of this number: the guard counts other findings too.
+        let (datacenter, worker) = number;
+        let number_text = format!("(datacenter {datacenter}, worker {worker})");
+        let reported = |a: &Cluster| {
+            guard_clashes(a) > before
+                && a.one::<Option<String>>("SELECT last_clash FROM snowflake_status()")
+                    .is_some_and(|text| text.contains(&number_text))
+        };
         // Both write on: the aggregator gets the primary's rows all the time.
         let detected = if shared {
-            wait_for(Duration::from_secs(300), || guard_clashes(&self.a) > before)
+            wait_for(Duration::from_secs(300), || reported(&self.a))
         } else {
             sleep(Duration::from_secs(2));
             false
         };
         let written = writer.stop();
         let applied = caught_up(&b, "sub_split", Duration::from_secs(120));
-        let detected = detected || guard_clashes(&self.a) > before;
+        let detected = detected || reported(&self.a);
         self.a.connect().batch_execute("DROP SUBSCRIPTION sub_split").unwrap();
         drop(b);
-        let (datacenter, worker) = number;
         let whose = if shared { "shared with its old primary" } else { "of its own" };
+        // The fault happened as meant: a standby that streamed, then issued
+        // IDs of its own that reached the aggregator.
+        let ok = streaming && written > 0 && applied;
         (
             name,
             format!(
-                "promoted while cut off for {hold} s, number (datacenter {datacenter}, worker {worker}) {whose} \
-                 detected={detected} (streaming={streaming} written={written} applied={applied})"
+                "promoted while cut off for {hold} s, number {number_text} {whose} detected={detected} ok={ok} \
+                 (streaming={streaming} written={written} applied={applied})"
             ),
         )
     }
@@ -239,8 +271,9 @@ impl Fleet {
     /// A subscriber Y of Q that shares Q's number, its guard refusing Q's
     /// rows as proof (guard_action = error), is cut off from Q and issues
     /// IDs of its own meanwhile, above Q's rows still to come: after the
-    /// link is back, those rows must still be refused, never stored. Y's
-    /// IDs are not the fleet's (Q's number) and stay out of the history.
+    /// link is back, those rows must still be refused as proof past a proof,
+    /// none stored. Y's IDs are not the fleet's (Q's number) and stay out of
+    /// the history.
     pub fn clash_across_cut(&mut self, rng: &mut Rng) -> (String, String) {
         let name = self.next_name("y");
         let mut settings = publisher_settings(self.q_number);
@@ -253,27 +286,38 @@ impl Fleet {
             conninfo(Link::Fault, self.q.cluster.port)
         );
         y.connect().batch_execute(&sql).unwrap();
-        // Q's clients insert into t all the time.
-        let refused_before = wait_for(Duration::from_secs(120), || guard_clashes(&y) > 0);
+        // Apply stops at each refused row, and goes row by row: once the
+        // count of its errors moves, every row before the refused one is in.
+        let errors = |y: &Cluster| -> i64 {
+            y.one("SELECT coalesce(sum(apply_error_count), 0)::bigint FROM pg_stat_subscription_stats WHERE subname = 'sub_y'")
+        };
+        let last_clash = |y: &Cluster| -> String {
+            y.one::<Option<String>>("SELECT last_clash FROM snowflake_status()").unwrap_or_default()
+        };
+        // Q's clients insert into t all the time. Bounded waits: the slot
+        // holds Q's WAL, on its small file system, until the subscription goes.
+        let refused_before = wait_for(Duration::from_secs(60), || errors(&y) > 0);
         let q_port = self.q.cluster.port;
         let cut = self.net.cut(Link::Fault, q_port);
         let writer = Writer::start(&y, "t", "y", None, &self.rec);
         let hold = rng.range(2, 8);
         sleep(Duration::from_secs(hold));
         let written = writer.stop();
-        let at_heal = guard_clashes(&y);
+        let at_heal = errors(&y);
         self.net.heal(cut);
-        let refused_after = wait_for(Duration::from_secs(120), || guard_clashes(&y) > at_heal);
+        let refused_after = wait_for(Duration::from_secs(60), || errors(&y) > at_heal);
         let stored: i64 = y.one("SELECT count(*) FROM t WHERE v <> 'y'");
+        let past_a_proof = last_clash(&y).contains("already proven");
         y.connect().batch_execute("DROP SUBSCRIPTION sub_y").unwrap();
         drop(y);
-        let ok = refused_before && refused_after && stored == 0;
+        let ok = refused_before && written > 0 && refused_after && past_a_proof && stored == 0;
         let (datacenter, worker) = self.q_number;
         (
             name,
             format!(
                 "number (datacenter {datacenter}, worker {worker}) of Q, cut off for {hold} s, {written} IDs of its own \
-                 meanwhile ok={ok} (refused before={refused_before} after={refused_after}, stored={stored})"
+                 meanwhile ok={ok} (refused before={refused_before} after={refused_after} as past a proof={past_a_proof}, \
+                 stored={stored})"
             ),
         )
     }

@@ -41,7 +41,16 @@ struct Files {
     /// The largest ID each lineage handed to a client so far: what "got
     /// out", for the floors the documented procedures raise.
     max_by_lineage: HashMap<&'static str, i64>,
+    watched: HashMap<String, Watch>,
     ids: u64,
+}
+
+/// A lineage under watch: its largest ID when the watch began, and the IDs
+/// since, with when their calls ended.
+#[derive(Default)]
+struct Watch {
+    largest_before: Option<i64>,
+    kept: Vec<(i64, i64)>,
 }
 
 /// The recorder every thread shares.
@@ -61,6 +70,7 @@ impl Recorder {
             errors: create(errors, "at_us,client,server,lineage,kind,sqlstate,message"),
             events: create(events, "started_us,ended_us,kind,target,detail"),
             max_by_lineage: HashMap::new(),
+            watched: HashMap::new(),
             ids: 0,
         })))
     }
@@ -76,6 +86,9 @@ impl Recorder {
             .unwrap();
             let max = f.max_by_lineage.entry(i.lineage).or_insert(i64::MIN);
             *max = (*max).max(i.id);
+            if let Some(w) = f.watched.get_mut(i.lineage) {
+                w.kept.push((i.ended_us, i.id));
+            }
         }
         f.ids += ids.len() as u64;
     }
@@ -95,6 +108,23 @@ impl Recorder {
     /// The largest ID of `lineage` that reached a client so far.
     pub fn max_of(&self, lineage: &str) -> Option<i64> {
         self.0.lock().unwrap().max_by_lineage.get(lineage).copied()
+    }
+
+    /// From now on, keeps every ID of `lineage` with its call's end, until
+    /// `largest_ended_before`.
+    pub fn watch(&self, lineage: &str) {
+        let mut f = self.0.lock().unwrap();
+        let largest = f.max_by_lineage.get(lineage).copied();
+        f.watched.insert(lineage.to_string(), Watch { largest_before: largest, kept: Vec::new() });
+    }
+
+    /// The largest ID of `lineage` whose call ended before `before_us`
+    /// (micros, by `now_us`): those before the watch began, and the ones it
+    /// kept. Ends the watch.
+    pub fn largest_ended_before(&self, lineage: &str, before_us: i64) -> Option<i64> {
+        let w = self.0.lock().unwrap().watched.remove(lineage).unwrap_or_default();
+        let during = w.kept.iter().filter(|(ended, _)| *ended < before_us).map(|(_, id)| *id).max();
+        w.largest_before.max(during)
     }
 
     pub fn count(&self) -> u64 {
