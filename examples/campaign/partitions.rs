@@ -134,10 +134,14 @@ impl Fleet {
         let cut = self.net.cut(Link::Standby, p.port);
         let hold = rng.range(2, 8);
         sleep(Duration::from_secs(hold));
-        // What the standby received is replayed: its mark is the cut's.
+        // What the standby received is replayed, so its mark is the cut's:
+        // replay stands still. (It may stop short of what was received: a
+        // record cut in two by the partition is not replayed.)
+        let replay = || -> Option<String> { standby.cluster.one("SELECT pg_last_wal_replay_lsn()::text") };
         let replayed = wait_for(Duration::from_secs(30), || {
-            standby.cluster.one::<Option<bool>>("SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()")
-                == Some(true)
+            let before = replay();
+            sleep(Duration::from_millis(500));
+            before.is_some() && replay() == before
         });
         // The smallest ID of the mark's tick.
         let mark: Option<i64> =
