@@ -76,7 +76,7 @@ const MAX_WORKER: i32 = 31;
 
 /// Settings of a server that publishes, for its number. Replication
 /// notices a cut link within seconds, and tries again every second.
-pub fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
+fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
     vec![
         listen_addresses(),
         "wal_sender_timeout = '5s'".into(),
@@ -138,6 +138,33 @@ pub struct Fleet {
     /// Split brains whose promoted standby had a number of its own.
     pub splits_with_own_number: i32,
     generation: usize,
+}
+
+/// Waits up to `limit` for `done`; says whether it came.
+pub fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+/// Whether the subscriber's slot `slot` on `publisher` confirms, within
+/// `limit`, everything the publisher wrote up to now.
+pub fn caught_up(publisher: &Cluster, slot: &str, limit: Duration) -> bool {
+    let written: String = publisher.one("SELECT pg_current_wal_lsn()::text");
+    wait_for(limit, || {
+        publisher.one::<Option<bool>>(&format!(
+            "SELECT (SELECT confirmed_flush_lsn >= '{written}'::pg_lsn FROM pg_replication_slots WHERE slot_name = '{slot}')"
+        )) == Some(true)
+    })
+}
+
+pub fn guard_clashes(c: &Cluster) -> i64 {
+    c.one("SELECT guard_clashes FROM snowflake_status()")
 }
 
 /// The settings of a standby of `primary`, streaming through the standby link.
@@ -482,45 +509,39 @@ impl Fleet {
     /// the fleet's and are not in the history. Then X is removed.
     fn deliberate_clash(&mut self) -> (String, String) {
         let name = self.next_name("x");
-        let mut settings = publisher_settings(self.q_number);
-        settings.push(format!("snowflake_id.epoch = {}", self.q_epoch_ms));
-        let x = Cluster::new(&name, &refs(&settings));
-        x.start();
+        let x = self.server_with_q_number(&name);
         x.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pubx FOR TABLE clash")).unwrap();
         let sql = format!(
             "CREATE SUBSCRIPTION sub_x CONNECTION '{}' PUBLICATION pubx WITH (copy_data = false)",
             conninfo(&x)
         );
         self.a.connect().batch_execute(&sql).unwrap();
-        let clashes = |a: &Cluster| -> i64 { a.one("SELECT guard_clashes FROM snowflake_status()") };
-        let before = clashes(&self.a);
+        let before = guard_clashes(&self.a);
         let deadline = Instant::now() + Duration::from_secs(300);
         let mut detected = false;
         while !detected && Instant::now() < deadline {
             // Q generates all the time (the clients); X's rows interleave with them.
             x.connect().batch_execute("INSERT INTO clash (v) SELECT 'x' FROM generate_series(1, 5)").unwrap();
             sleep(Duration::from_millis(500));
-            detected = clashes(&self.a) > before;
+            detected = guard_clashes(&self.a) > before;
         }
         self.a.connect().batch_execute("DROP SUBSCRIPTION sub_x").unwrap();
         drop(x);
         // Q's rows of the clash's time reach A before the fault ends, so that
         // A's reports of them fall inside its window, however slow the apply.
-        let q = &self.q.cluster;
-        let written: String = q.one("SELECT pg_current_wal_lsn()::text");
-        let deadline = Instant::now() + Duration::from_secs(300);
-        while Instant::now() < deadline {
-            let caught_up: Option<bool> = q.one(&format!(
-                "SELECT (SELECT confirmed_flush_lsn >= '{written}'::pg_lsn FROM pg_replication_slots
-                 WHERE slot_name = 'sub_q')"
-            ));
-            if caught_up != Some(false) {
-                break;
-            }
-            sleep(Duration::from_millis(100));
-        }
+        caught_up(&self.q.cluster, "sub_q", Duration::from_secs(300));
         let (datacenter, worker) = self.q_number;
         (name, format!("number (datacenter {datacenter}, worker {worker}) detected={detected}"))
+    }
+
+    /// A new server, started, with Q's number and epoch: a clash with Q
+    /// made on purpose.
+    pub fn server_with_q_number(&self, name: &str) -> Cluster {
+        let mut settings = publisher_settings(self.q_number);
+        settings.push(format!("snowflake_id.epoch = {}", self.q_epoch_ms));
+        let c = Cluster::new(name, &refs(&settings));
+        c.start();
+        c
     }
 
     /// Every server of the fleet, with its name.

@@ -5,40 +5,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{sleep, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::Cluster;
-use crate::fleet::{publisher_settings, refs, Fleet, DATACENTER, P_WORKER, SPLIT_DATACENTER, TABLE};
+use crate::fleet::{caught_up, guard_clashes, refs, wait_for, Fleet, DATACENTER, P_WORKER, SPLIT_DATACENTER, TABLE};
 use crate::net::{conninfo, Link};
 use crate::record::{now_us, Id, Recorder};
 use crate::rng::Rng;
-
-/// Waits up to `limit` for `done`; says whether it came.
-fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        sleep(Duration::from_millis(100));
-    }
-    true
-}
-
-/// Whether the subscriber's slot `slot` on `publisher` has confirmed
-/// everything the publisher wrote up to now.
-fn caught_up(publisher: &Cluster, slot: &str, limit: Duration) -> bool {
-    let written: String = publisher.one("SELECT pg_current_wal_lsn()::text");
-    wait_for(limit, || {
-        publisher.one::<Option<bool>>(&format!(
-            "SELECT (SELECT confirmed_flush_lsn >= '{written}'::pg_lsn FROM pg_replication_slots WHERE slot_name = '{slot}')"
-        )) == Some(true)
-    })
-}
-
-fn guard_clashes(c: &Cluster) -> i64 {
-    c.one("SELECT guard_clashes FROM snowflake_status()")
-}
 
 /// A writer inserting rows into `table` of `cluster` until stopped; with a
 /// lineage, the IDs it gets join the history as `server`'s.
@@ -280,10 +253,7 @@ impl Fleet {
     /// the history.
     pub fn clash_across_cut(&mut self, rng: &mut Rng) -> (String, String) {
         let name = self.next_name("y");
-        let mut settings = publisher_settings(self.q_number);
-        settings.push(format!("snowflake_id.epoch = {}", self.q_epoch_ms));
-        let y = Cluster::new(&name, &refs(&settings));
-        y.start();
+        let y = self.server_with_q_number(&name);
         y.session().batch_execute(&format!("{TABLE}; SELECT snowflake_guard('t')")).unwrap();
         let sql = format!(
             "CREATE SUBSCRIPTION sub_y CONNECTION '{}' PUBLICATION pub WITH (copy_data = false)",
