@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{assert_phases_increase, db_error, Cluster, Load};
+use common::{assert_phases_increase, db_error, refused, Cluster, Load};
 
 fn status(s: &mut postgres::Client, column: &str) -> i64 {
     s.query_one(&format!("SELECT ({column})::bigint FROM snowflake_status()"), &[]).unwrap().get(0)
@@ -109,6 +109,8 @@ fn a_strict_drift_bound_waits_for_the_clock_then_refuses() {
     assert!(hint.contains("snowflake_id.max_clock_drift"), "{hint}");
     assert!(started.elapsed() >= Duration::from_millis(900), "waited for snowflake_id.max_wait");
     assert_eq!(status(&mut s, "waits") - waits_before, 3);
+    // Only the last was refused by snowflake_id.max_wait: a timeout or a cancel is the client's.
+    assert_eq!(refused(&c, "max_wait"), 1);
 
     // Once the clock is back, IDs continue above the old ones.
     c.clock.as_ref().unwrap().set_offset(0);
@@ -216,6 +218,7 @@ fn a_used_up_clock_back_field_is_an_error_not_a_wrap() {
     let (code, message, hint) = db_error(&e);
     assert_eq!(code, "2200H", "{message}");
     assert!(message.contains("clock_back field"), "{message}");
+    assert_eq!(refused(&c, "exhausted"), 1);
     assert!(!hint.is_empty());
 }
 
@@ -296,6 +299,8 @@ fn an_epoch_in_the_future_or_a_range_that_is_over_starts_the_server_and_refuses_
         let (got_code, got_message, _) = db_error(&e);
         assert_eq!(got_code, code, "{settings}: {got_message}");
         assert!(got_message.ends_with(message), "{settings}: {got_message}");
+        let reason = if code == "55000" { "before_epoch" } else { "exhausted" };
+        assert_eq!(refused(&c, reason), 1, "{settings}");
         c.stop();
     }
 }

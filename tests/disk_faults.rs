@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{db_error, fill_disk, free_disk, Cluster};
+use common::{db_error, fill_disk, free_disk, refused, Cluster};
 
 /// The mark a state file holds, as (unix ms, sequence).
 fn file_mark(c: &Cluster) -> (i64, i64) {
@@ -154,10 +154,14 @@ fn a_full_disk_fails_calls_at_the_mark_and_recovers_without_a_restart() {
         assert!(message.ends_with("No space left on device"), "{episode}: {message}");
         assert_eq!(hint, "Check free disk space.", "{episode}");
         // Calls keep failing while the disk is full; nothing beyond the durable mark left.
+        let (refused_before, failures_before) = (refused(&c, "mark_not_durable"), mark_write_failures(&c));
         for _ in 0..20 {
             let e = s.query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
             assert_eq!(db_error(&e).0, "53100", "{episode}");
         }
+        // Each refusal counted, and each failed write behind it.
+        assert_eq!(refused(&c, "mark_not_durable") - refused_before, 20, "{episode}");
+        assert!(mark_write_failures(&c) - failures_before >= 20, "{episode}");
         let mark = file_mark(&c);
         for &id in ids.iter().chain([&before]) {
             assert!(place(&mut s, id) < mark, "{episode}: {id} is not below the durable mark {mark:?}");
@@ -274,4 +278,9 @@ fn a_file_system_gone_read_only_fails_calls_at_the_mark_and_a_repair_continues_a
     let top = ids.iter().copied().max().unwrap_or(before).max(before);
     let after: i64 = c.session().query_one("SELECT snowflake_next_id()", &[]).unwrap().get(0);
     assert!(after > top, "{after} is not above {top}");
+}
+
+/// Marks `c` failed to make durable since it started.
+fn mark_write_failures(c: &Cluster) -> i64 {
+    c.one("SELECT mark_write_failures FROM snowflake_status()")
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
-use common::{db_error, Cluster};
+use common::{db_error, refused, Cluster};
 
 const TABLE: &str = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), side text)";
 
@@ -38,6 +38,7 @@ fn a_lost_state_file_is_answered_by_raising_the_floor_and_a_standby_replays_it()
     primary.start();
     let e = primary.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
     assert_eq!(db_error(&e).0, "55000", "a lost state file is an unknown mark: {e}");
+    assert_eq!(refused(&primary, "unknown_mark"), 1);
     // A standby made now knows nothing of the IDs an hour ahead: its backup
     // holds no state file and no WAL of theirs.
     let standby = Cluster::standby_of(&primary, "floorstandby", &["snowflake_id.worker_id = 2"]);

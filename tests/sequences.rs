@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{db_error, Cluster};
+use common::{db_error, refused, Cluster};
 
 const CLIENTS: usize = 8;
 const CALLS: usize = 150;
@@ -180,6 +180,7 @@ fn paths_no_plan_covers_fail_at_the_fence_with_a_hint() {
     let e = s.batch_execute("INSERT INTO checked VALUES (1)").unwrap_err();
     let (code, message, hint) = db_error(&e);
     assert_eq!(code, "2200H", "{message}");
+    assert_eq!(refused(&subscriber, "sequence_fence"), 1, "the fence's refusal counted");
     assert!(message.contains("\"local_key\""), "{message}");
     assert!(
         hint.contains("is registered with snowflake_id")

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{db_error, Cluster};
+use common::{db_error, refused, Cluster};
 
 fn identity(c: &Cluster) -> (i32, i32, i64, Option<i32>) {
     let row = c
@@ -30,6 +30,7 @@ fn a_standby_refuses_to_generate_and_a_promoted_one_is_told_apart() {
     let (code, message, hint) = db_error(&e);
     assert_eq!((code.as_str(), message.as_str()), ("25006", "cannot generate snowflake IDs during recovery"));
     assert!(hint.contains("snowflake_id.worker_id"), "{hint}");
+    assert_eq!(refused(&standby, "in_recovery"), 1);
     // Reading IDs works on the standby.
     let worker: i32 = s.query_one("SELECT worker_id FROM t, snowflake_decode(t.id)", &[]).unwrap().get(0);
     assert_eq!(worker, 1);

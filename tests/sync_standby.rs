@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{db_error, Cluster};
+use common::{db_error, refused, Cluster};
 
 fn marks(c: &Cluster) -> i64 {
     c.one("SELECT marks_written FROM snowflake_status()")
@@ -48,6 +48,7 @@ fn a_mark_waits_for_the_synchronous_standby_and_a_promoted_one_continues_above_a
     let written = marks(&primary);
     let mut s = timed();
     expect_timeout(&mut s, "SELECT snowflake_next_id()");
+    assert_eq!(refused(&primary, "standby_wait"), 1);
     assert!(marks(&primary) > written, "the mark was written, then waited for");
     // Every session that asks for the standby waits for the mark, also one
     // that did not write it.

@@ -184,8 +184,7 @@ fn codec_for(layout: &str, epoch: Option<UnixMillis>, tick_ms: Option<i32>) -> C
 pgrx::extension_sql!(
     "ALTER FUNCTION snowflake_decode(bigint) ROWS 1;\n\
      ALTER FUNCTION snowflake_decode(bigint, text, text, integer) ROWS 1;\n\
-     ALTER FUNCTION snowflake_decode(bigint, text, timestamptz, integer) ROWS 1;\n\
-     ALTER FUNCTION snowflake_status() ROWS 1;\n",
+     ALTER FUNCTION snowflake_decode(bigint, text, timestamptz, integer) ROWS 1;\n",
     name = "one_row_estimates",
     finalize
 );

@@ -8,7 +8,7 @@ use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
 use super::marks::{changed_settings_hint, OTHER_SETTINGS_HINT};
-use super::shmem::{self, MarkWriter, StepBackReport, Unknown};
+use super::shmem::{self, MarkWriter, Refused, StepBackReport, Unknown};
 use super::timestamp::last_instant;
 use super::{clock, ffi, marks, settings, state_file};
 use crate::snowflake::config::Config;
@@ -241,6 +241,7 @@ fn report_step_back(r: StepBackReport) {
 }
 
 fn refuse_during_recovery() -> ! {
+    shmem::count_refusal(Refused::Recovery);
     error::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot generate snowflake IDs during recovery")
         .set_detail("A standby shares its primary's snowflake_id.worker_id and must not issue IDs.")
         .set_hint(
@@ -251,6 +252,7 @@ fn refuse_during_recovery() -> ! {
 }
 
 fn refuse_clock_back_exhausted() -> ! {
+    shmem::count_refusal(Refused::Exhausted);
     error::new(
         PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
         "the clock_back field of snowflake IDs is used up",
@@ -268,6 +270,7 @@ fn refuse_clock_back_exhausted() -> ! {
 }
 
 fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
+    shmem::count_refusal(Refused::MaxWait);
     let time = settings::config().codec.time;
     let ahead_ms = time.ms_in(ahead_ticks.max(0) as u64 + drift_ticks);
     let (what, why) = if at_mark {
@@ -300,6 +303,7 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
 }
 
 fn refuse_unknown_mark(why: Unknown) -> ! {
+    shmem::count_refusal(Refused::UnknownMark);
     let refused = error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "cannot generate snowflake IDs: the high-water mark of this data directory is unknown",
@@ -351,6 +355,7 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
 }
 
 fn refuse_before_epoch(now: UnixMillis) -> ! {
+    shmem::count_refusal(Refused::BeforeEpoch);
     let time = settings::config().codec.time;
     error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -371,6 +376,7 @@ fn refuse_before_epoch(now: UnixMillis) -> ! {
 }
 
 fn refuse_timestamp_exhausted() -> ! {
+    shmem::count_refusal(Refused::Exhausted);
     let codec = settings::config().codec;
     let last = last_instant(&codec);
     error::new(

@@ -23,11 +23,12 @@ use std::time::{Duration, Instant};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
+use super::clock;
 use super::error::{self, Raise};
 use super::publisher::{self, Origin};
 use super::settings::{self, GuardAction};
+use super::shmem::{self, Refused};
 use super::timestamp::from_pg_micros;
-use super::{clock, shmem};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::guard::{self, Delivered, Own, Server, Verdict};
 use crate::snowflake::time::UnixMillis;
@@ -316,15 +317,18 @@ fn report(codec: &Codec, f: Finding, table: &str) {
             },
         ),
     };
-    shmem::guard().record(&format!("{message}. {detail}"), clock::now());
+    shmem::guard().record(&format!("{message}. {detail}"), clock::now(), f.proven);
     let hint = "Give every generating server its own snowflake_id.datacenter_id and worker_id (compare \
                 snowflake_status() across servers). snowflake_id.guard_action says whether rows that prove a clash \
                 stop the apply (error) or are stored (warning); rows that are no proof are always stored.";
     match settings::guard_action() {
-        GuardAction::Error if f.proven => error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message)
-            .set_detail(detail)
-            .set_hint(hint)
-            .raise(PgLogLevel::ERROR),
+        GuardAction::Error if f.proven => {
+            shmem::count_refusal(Refused::Guard);
+            error::new(PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION, message)
+                .set_detail(detail)
+                .set_hint(hint)
+                .raise(PgLogLevel::ERROR)
+        }
         _ => {
             let Some(unlogged) = warning_due() else { return };
             let detail = match unlogged {

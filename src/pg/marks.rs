@@ -58,7 +58,7 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, ErrorReport, Raise};
-use super::shmem::{self, MarkWriter, Unknown, WriteTimes};
+use super::shmem::{self, MarkWriter, Refused, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
 use super::timestamp::from_pg_micros;
 use super::{clock, control, ffi, new_space, settings, wal};
@@ -107,6 +107,7 @@ pub fn changed_settings_hint(wait_hint: &str) -> String {
 /// (the error unwinds through it, releasing it before the report is sent).
 pub fn write_needed(mark: Mark, _writer: &MarkWriter) {
     if let Err(failed) = write(&mark) {
+        shmem::count_refusal(Refused::MarkNotDurable);
         ErrorReport::from(failed.error)
             .set_detail("No ID was issued: the generator records its high-water mark before using it.")
             .raise(PgLogLevel::ERROR);
@@ -206,6 +207,7 @@ pub fn raise_floor(floor: Mark) -> Mark {
 #[inline]
 pub fn wait_for_standbys(lsn: u64) {
     if wal::wait_for_synchronous_standbys(lsn).is_err() {
+        shmem::count_refusal(Refused::StandbyWait);
         not_replicated()
             .set_detail("No ID was issued: the standbys may not have the high-water mark it relies on.")
             .raise(PgLogLevel::ERROR);
@@ -256,6 +258,7 @@ fn write(mark: &Mark) -> Result<(), Failed> {
         }
         Err(error) => {
             state.generator.mark_failed();
+            state.mark_write_failures += 1;
             let first = !std::mem::replace(&mut state.failing, true);
             Err(Failed { error, first })
         }

@@ -24,6 +24,9 @@
 //!   nor across a report.
 //! - All are released by their guards' `Drop`, also when an error unwinds,
 //!   and by PostgreSQL itself when a process exits or aborts a transaction.
+//! - The refusal counters ([`count_refusal`]) are atomics, counted without a
+//!   lock: refusals are counted on their way to an ERROR, also from the log
+//!   hook, where no lock may be taken.
 //! - One value is read without a lock: the generator's count of clock step
 //!   backs, which an exclusive holder ([`StateGuard`]) publishes before it
 //!   releases the lock, when the count changed ([`step_backs_published`]).
@@ -98,6 +101,8 @@ pub struct State {
     /// Whether the last mark this server tried to make durable failed: a
     /// run of failures is reported once.
     pub failing: bool,
+    /// Marks this server failed to make durable, for snowflake_status().
+    pub mark_write_failures: u64,
     /// Step backs already reported in the log, and when the last report was.
     reported_step_backs: u64,
     last_report: UnixMillis,
@@ -128,6 +133,7 @@ impl State {
             wal_micros: 0,
             file_micros: 0,
             failing: false,
+            mark_write_failures: 0,
             reported_step_backs: 0,
             last_report: UnixMillis(i64::MIN),
         }
@@ -183,14 +189,57 @@ impl State {
     }
 }
 
+/// Why a call was refused, for snowflake_status()'s counters (docs/monitoring.md
+/// gives each one's SQLSTATE); in the order of its columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// `snowflake_id.max_wait` passed waiting for the clock.
+    MaxWait,
+    /// The mark an ID needed could not be made durable.
+    MarkNotDurable,
+    /// The high-water mark is unknown (pg_upgrade, a lost state file,
+    /// other settings).
+    UnknownMark,
+    /// The server is in recovery.
+    Recovery,
+    /// The wait for synchronous standbys to have the mark was cancelled.
+    StandbyWait,
+    /// The clock is before the epoch.
+    BeforeEpoch,
+    /// The layout's time range or clock_back field is used up.
+    Exhausted,
+    /// The guard stopped an applied row that proves a clash.
+    Guard,
+    /// A registered sequence's fence stopped a native value.
+    SequenceFence,
+}
+
+impl Refused {
+    pub const ALL: [Refused; 9] = [
+        Refused::MaxWait,
+        Refused::MarkNotDurable,
+        Refused::UnknownMark,
+        Refused::Recovery,
+        Refused::StandbyWait,
+        Refused::BeforeEpoch,
+        Refused::Exhausted,
+        Refused::Guard,
+        Refused::SequenceFence,
+    ];
+}
+
 /// The longest clash report kept for snowflake_status(), in bytes.
 const LAST_CLASH_LEN: usize = 1024;
 
 /// What the guard keeps: the first origin of each node, and the clashes.
 pub struct GuardState {
     pub owners: Owners,
-    /// Clashes found since the server started.
+    /// Rows that proved a clash since the server started: what pages.
     pub clashes: u64,
+    /// Rows stored as evidence without proof (a table re-seeded from its own
+    /// rows, a provider reached through two subscriptions): counted apart,
+    /// since a healthy server has them.
+    pub evidence: u64,
     last_clash: [u8; LAST_CLASH_LEN],
     last_clash_len: usize,
     last_clash_at: UnixMillis,
@@ -201,14 +250,20 @@ impl GuardState {
         GuardState {
             owners: Owners::default(),
             clashes: 0,
+            evidence: 0,
             last_clash: [0; LAST_CLASH_LEN],
             last_clash_len: 0,
             last_clash_at: UnixMillis(0),
         }
     }
 
-    /// Counts a clash and keeps its report (cut at a character boundary).
-    pub fn record(&mut self, report: &str, at: UnixMillis) {
+    /// Counts a finding; a proven clash's report is kept (cut at a character
+    /// boundary), evidence's goes to the log only.
+    pub fn record(&mut self, report: &str, at: UnixMillis, proven: bool) {
+        if !proven {
+            self.evidence += 1;
+            return;
+        }
         let mut len = report.len().min(LAST_CLASH_LEN);
         while !report.is_char_boundary(len) {
             len -= 1;
@@ -241,6 +296,8 @@ struct Segment {
     /// only under the lock, read without it. Never above the count, which
     /// only grows while the segment lives.
     step_backs: AtomicU64,
+    /// Refused calls by [`Refused`] reason; only ever incremented.
+    refusals: [AtomicU64; Refused::ALL.len()],
     state: State,
     guard: GuardState,
 }
@@ -286,7 +343,15 @@ pub fn create(state: State) {
             let writer = &raw mut (*locks.add(1)).lock;
             let guard_lock = &raw mut (*locks.add(2)).lock;
             let step_backs = AtomicU64::new(state.generator.stats().clock_step_backs);
-            segment.write(Segment { lock, writer, guard_lock, step_backs, state, guard: GuardState::new() });
+            segment.write(Segment {
+                lock,
+                writer,
+                guard_lock,
+                step_backs,
+                refusals: Default::default(),
+                state,
+                guard: GuardState::new(),
+            });
         }
         SEGMENT = segment;
         pg_sys::LWLockRelease(init_lock);
@@ -459,6 +524,24 @@ pub fn step_backs_published() -> Option<u64> {
 pub fn early_reading(time: TimeBase) -> Option<EarlyReading> {
     let step_backs_before = step_backs_published()?;
     Some(EarlyReading { now: time.tick_of(clock::now()), step_backs_before })
+}
+
+/// Counts a refused call, on its way to its ERROR; nothing in a process
+/// without the segment. Takes no lock and never raises.
+pub fn count_refusal(why: Refused) {
+    // SAFETY: see `segment`.
+    let segment = unsafe { SEGMENT };
+    if !segment.is_null() {
+        // SAFETY: initialised by `create`; the counters are atomic.
+        unsafe { (*segment).refusals[why as usize].fetch_add(1, Ordering::Relaxed) };
+    }
+}
+
+/// The refusal counters, in the order of [`Refused::ALL`].
+pub fn refusals() -> [u64; Refused::ALL.len()] {
+    // SAFETY: the segment is initialised (see `segment`); the counters are atomic.
+    let counters = unsafe { &(*segment()).refusals };
+    std::array::from_fn(|i| counters[i].load(Ordering::Relaxed))
 }
 
 /// The state, to read.

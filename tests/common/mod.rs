@@ -695,6 +695,12 @@ impl Drop for Cluster {
 }
 
 /// The SQLSTATE, message and hint of a failed statement.
+/// How many calls `c` refused for `reason` since it started
+/// (`snowflake_status().refused_<reason>`).
+pub fn refused(c: &Cluster, reason: &str) -> i64 {
+    c.one(&format!("SELECT refused_{reason} FROM snowflake_status()"))
+}
+
 pub fn db_error(e: &postgres::Error) -> (String, String, String) {
     let db = e.as_db_error().unwrap_or_else(|| panic!("not a server error: {e}"));
     (db.code().code().to_string(), db.message().to_string(), db.hint().unwrap_or_default().to_string())

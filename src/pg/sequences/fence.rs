@@ -25,6 +25,7 @@ use pgrx::PgLogLevel;
 use super::registry::{self, Installed};
 use super::{handed, in_progress, names, privileged};
 use crate::pg::error::{self, Raise};
+use crate::pg::shmem::{self, Refused};
 
 /// What a fence replaces, kept in the registry: the sequence's MAXVALUE and
 /// CYCLE before it.
@@ -249,6 +250,7 @@ fn check_rewritten() {
             native_setval(seq, options.max);
             continue;
         }
+        shmem::count_refusal(Refused::SequenceFence);
         error::new(
             PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
             format!(

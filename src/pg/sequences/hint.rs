@@ -20,6 +20,7 @@ use pgrx::prelude::*;
 
 use super::names;
 use super::registry::{self, Fence};
+use crate::pg::shmem::{self, Refused};
 
 static mut PREVIOUS: pg_sys::emit_log_hook_type = None;
 
@@ -86,6 +87,7 @@ fn hint_for(name: &str, value: i64) -> Option<String> {
     let bare = quote_identifier(name);
     match registry::fence(name, value) {
         Fence::Registered(qualified) => {
+            shmem::count_refusal(Refused::SequenceFence);
             Some(format!("Sequence {qualified} is registered with snowflake_id, and {path}: {}.", fix(&qualified)))
         }
         Fence::NotInstalled => None,

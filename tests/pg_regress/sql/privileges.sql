@@ -46,6 +46,23 @@ SET ROLE snowflake_app;
 SELECT state_file LIKE '%/snowflake_id.state' AS shown FROM snowflake_status();
 RESET ROLE;
 
+
+-- Every counter is anyone's to read; the path and a clash's report (which
+-- names tables and other servers) only for roles that may see
+-- data_directory, as a member of pg_monitor may. The NULL columns of each:
+REVOKE pg_read_all_settings FROM snowflake_app;
+SET ROLE snowflake_app;
+SELECT string_agg(key, ', ' ORDER BY key) AS null_columns
+FROM snowflake_status() s, jsonb_each(to_jsonb(s)) WHERE value = 'null';
+RESET ROLE;
+CREATE ROLE snowflake_monitor;
+GRANT pg_monitor TO snowflake_monitor;
+SET ROLE snowflake_monitor;
+SELECT string_agg(key, ', ' ORDER BY key) AS null_columns
+FROM snowflake_status() s, jsonb_each(to_jsonb(s)) WHERE value = 'null';
+RESET ROLE;
+DROP ROLE snowflake_monitor;
+
 DROP ROLE snowflake_app;
 REVOKE EXECUTE ON FUNCTION snowflake_next_ids(integer) FROM snowflake_loader;
 REVOKE EXECUTE ON FUNCTION snowflake_next_id() FROM snowflake_loader;
