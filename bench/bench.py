@@ -63,7 +63,7 @@ def as_postgres(cmd):
 
 
 class Server:
-    def __init__(self, pg_config, settings):
+    def __init__(self, pg_config, settings, env=()):
         self.bindir = run([pg_config, "--bindir"]).stdout.strip()
         self.version = run([pg_config, "--version"]).stdout.strip()
         self.major = int(re.search(r"(\d+)", self.version.split()[-1]).group(1))
@@ -93,7 +93,9 @@ class Server:
         ]) + "\n"
         subprocess.run(as_postgres(["tee", "-a", f"{self.data}/postgresql.conf"]), input=conf, text=True,
                        check=True, stdout=subprocess.DEVNULL)
-        run(as_postgres([f"{self.bindir}/pg_ctl", "start", "-w", "-D", self.data, "-l", f"{self.dir}/server.log"]))
+        # env: VAR=value for the server's processes (bench/dashboard.py's libfaketime).
+        run(as_postgres(["env", *env, f"{self.bindir}/pg_ctl", "start", "-w", "-D", self.data,
+                         "-l", f"{self.dir}/server.log"]))
 
     def psql(self, script, db="postgres"):
         cmd = as_postgres([f"{self.bindir}/psql", "-h", self.dir, "-p", str(self.port), "-U", "postgres",
