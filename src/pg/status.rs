@@ -123,6 +123,15 @@ fn row() -> Vec<(&'static str, Option<pg_sys::Datum>)> {
         Some((text, at)) => (details.then_some(text), timestamptz(at)),
         None => (None, None),
     };
+    // As pg_control_system() shows it: a bigint, negative above 2^63.
+    // SAFETY: reads the control file's copy in shared memory.
+    let system_identifier = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    // A promoted standby or a restored backup moves to a new timeline; NULL
+    // while this server is in recovery.
+    let timeline = (!ffi::recovery_in_progress()).then(|| {
+        // SAFETY: valid outside recovery, which is checked first.
+        (unsafe { pg_sys::GetWALInsertionTimeLine() }) as i32
+    });
     let [max_wait, not_durable, unknown_mark, in_recovery, standby_wait, before_epoch, exhausted, by_guard, fence] =
         shmem::refusals().map(count);
     vec![
@@ -131,16 +140,8 @@ fn row() -> Vec<(&'static str, Option<pg_sys::Datum>)> {
         ("tick_ms", (time.tick_ms() as i32).into_datum()),
         ("datacenter_id", (config.node.datacenter as i32).into_datum()),
         ("worker_id", (config.node.worker as i32).into_datum()),
-        // As pg_control_system() shows it: a bigint, negative above 2^63.
-        // SAFETY: reads the control file's copy in shared memory.
-        ("system_identifier", (unsafe { pg_sys::GetSystemIdentifier() } as i64).into_datum()),
-        // A promoted standby or a restored backup moves to a new timeline;
-        // NULL while this server is in recovery.
-        // SAFETY: valid outside recovery, which is checked first.
-        (
-            "timeline",
-            (!ffi::recovery_in_progress()).then(|| unsafe { pg_sys::GetWALInsertionTimeLine() } as i32).into_datum(),
-        ),
+        ("system_identifier", system_identifier.into_datum()),
+        ("timeline", timeline.into_datum()),
         ("max_clock_drift_ms", count(settings::max_drift_ms()).into_datum()),
         ("max_wait_ms", count(settings::max_wait_ms()).into_datum()),
         ("ids_issued", count(stats.ids_issued).into_datum()),
