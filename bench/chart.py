@@ -149,18 +149,18 @@ def dashboard(recording):
     phases = [(p["from_s"], p["to_s"], p["what"]) for p in meta["phases"]]
     t_max = phases[-1][1]
     width, height_panel = 760, 130
-    ids = _per_second(_series(scrapes, "snowflake_ids_issued_total"))
-    drift = _series(scrapes, "snowflake_drift_seconds")
-    max_drift = _series(scrapes, "snowflake_max_clock_drift_seconds")
-    waits = _per_second(_series(scrapes, "snowflake_clock_waits_total"))
-    refused_total = [(s["t"], sum(v for k, v in s["samples"].items() if k.startswith("snowflake_refusals_total{")))
+    ids = _per_second(_series(scrapes, "snowflake_id_ids_issued_total"))
+    drift = _series(scrapes, "snowflake_id_drift_seconds")
+    max_drift = _series(scrapes, "snowflake_id_max_clock_drift_seconds")
+    waits = _per_second(_series(scrapes, "snowflake_id_clock_waits_total"))
+    refused_total = [(s["t"], sum(v for k, v in s["samples"].items() if k.startswith("snowflake_id_refusals_total{")))
                      for s in scrapes]
     refused = _per_second(refused_total)
-    steps = _series(scrapes, "snowflake_clock_step_backs_total")
+    steps = _series(scrapes, "snowflake_id_clock_step_backs_total")
     mark_age = [(s["t"], s["unix"] - v) for s, (_, v) in
-                zip([s for s in scrapes if any(k.startswith("snowflake_high_water_mark_timestamp_seconds")
+                zip([s for s in scrapes if any(k.startswith("snowflake_id_high_water_mark_timestamp_seconds")
                                                for k in s["samples"])],
-                    _series(scrapes, "snowflake_high_water_mark_timestamp_seconds"))]
+                    _series(scrapes, "snowflake_id_high_water_mark_timestamp_seconds"))]
 
     out, y = [], 10
     server = " ".join(meta["server"].split()[:2])

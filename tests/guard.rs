@@ -297,7 +297,8 @@ fn a_subscriber_with_its_publishers_number_stops_the_apply() {
     let row =
         plain.query_one("SELECT guard_clashes, refused_by_guard, last_clash FROM snowflake_status()", &[]).unwrap();
     let (clashes, stops, text): (i64, i64, Option<String>) = (row.get(0), row.get(1), row.get(2));
-    assert!(stops >= 2 && stops == clashes, "{clashes} clashes, {stops} stops");
+    // A clash is counted under the guard lock, its stop after: a read between sees one more clash.
+    assert!(stops >= 2 && (0..=1).contains(&(clashes - stops)), "{clashes} clashes, {stops} stops");
     assert!(text.is_some_and(|m| m.contains(&own)));
     drop(plain);
 

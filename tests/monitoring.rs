@@ -165,18 +165,29 @@ fn sample(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
 #[test]
 fn every_query_maps_each_column_it_returns() {
     // CloudNativePG drops a query whose columns and mappings differ in
-    // number; postgres_exporter serves an unmapped column as untyped.
+    // number; postgres_exporter serves an unmapped column as untyped. Run as
+    // CloudNativePG runs them: a pg_monitor role, in a read-only transaction,
+    // with its search_path.
     let c = Cluster::new("monqueries", &[]);
     c.start();
-    let mut s = c.connect();
-    s.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    c.connect()
+        .batch_execute("CREATE EXTENSION snowflake_id; CREATE ROLE cnpg_metrics_exporter LOGIN IN ROLE pg_monitor")
+        .unwrap();
+    let mut s = postgres::Client::connect(
+        &format!("host=127.0.0.1 port={} user=cnpg_metrics_exporter dbname=postgres", c.port),
+        postgres::NoTls,
+    )
+    .unwrap();
     let queries = queries();
     assert_eq!(
         queries.iter().map(|q| q.key.as_str()).collect::<Vec<_>>(),
-        ["snowflake", "snowflake_refusals", "snowflake_node"]
+        ["snowflake_id", "snowflake_id_refusals", "snowflake_id_node"]
     );
     for q in &queries {
-        let rows = s.query(&q.sql, &[]).unwrap_or_else(|e| panic!("{}: {e:?}", q.key));
+        let mut t = s.build_transaction().read_only(true).start().unwrap();
+        t.batch_execute("SET LOCAL search_path = pg_catalog, public, pg_temp").unwrap();
+        let rows = t.query(&q.sql, &[]).unwrap_or_else(|e| panic!("{}: {e:?}", q.key));
+        t.commit().unwrap();
         assert!(!rows.is_empty(), "{}", q.key);
         let returned: Vec<&str> = rows[0].columns().iter().map(|c| c.name()).collect();
         let mapped: Vec<&str> = q.columns.iter().map(|(c, _)| c.as_str()).collect();
@@ -262,14 +273,16 @@ fn the_exporter_serves_every_metric_with_the_servers_values() {
 
     // The values are the server's.
     for (metric, column) in [
-        ("snowflake_ids_issued_total", "ids_issued"),
-        ("snowflake_clock_step_backs_total", "clock_step_backs"),
-        ("snowflake_clock_waits_total", "waits"),
-        ("snowflake_ticks_borrowed_total", "ticks_borrowed"),
-        ("snowflake_marks_written_total", "marks_written"),
-        ("snowflake_mark_write_failures_total", "mark_write_failures"),
-        ("snowflake_guard_clashes_total", "guard_clashes"),
-        ("snowflake_guard_evidence_total", "guard_evidence"),
+        ("snowflake_id_ids_issued_total", "ids_issued"),
+        ("snowflake_id_clock_step_backs_total", "clock_step_backs"),
+        ("snowflake_id_clock_waits_total", "waits"),
+        ("snowflake_id_ticks_borrowed_total", "ticks_borrowed"),
+        ("snowflake_id_marks_written_total", "marks_written"),
+        ("snowflake_id_mark_write_failures_total", "mark_write_failures"),
+        ("snowflake_id_guard_clashes_total", "guard_clashes"),
+        ("snowflake_id_guard_evidence_total", "guard_evidence"),
+        ("snowflake_id_sequence_exhaustions_total", "sequence_exhaustions"),
+        ("snowflake_id_marks_replayed_total", "marks_replayed"),
     ] {
         assert_eq!(sample(&samples, metric, &node), int(column), "{metric}");
     }
@@ -277,21 +290,32 @@ fn the_exporter_serves_every_metric_with_the_servers_values() {
     let seconds = |metric: &str, column: &str| {
         assert_eq!(sample(&samples, metric, &node), int(column) / 1000.0, "{metric}");
     };
-    seconds("snowflake_max_clock_drift_seconds", "max_clock_drift_ms");
-    seconds("snowflake_max_wait_seconds", "max_wait_ms");
-    seconds("snowflake_tick_seconds", "tick_ms");
-    seconds("snowflake_largest_clock_step_back_seconds", "largest_step_back_ms");
-    assert!(sample(&samples, "snowflake_largest_clock_step_back_seconds", &node) >= 3.0, "the second step");
+    seconds("snowflake_id_max_clock_drift_seconds", "max_clock_drift_ms");
+    seconds("snowflake_id_max_wait_seconds", "max_wait_ms");
+    seconds("snowflake_id_tick_seconds", "tick_ms");
+    seconds("snowflake_id_largest_clock_step_back_seconds", "largest_step_back_ms");
+    assert!(sample(&samples, "snowflake_id_largest_clock_step_back_seconds", &node) >= 3.0, "the second step");
+    for (metric, column) in [
+        ("snowflake_id_mark_wal_seconds_total", "mark_wal_time_ms"),
+        ("snowflake_id_mark_file_seconds_total", "mark_file_time_ms"),
+    ] {
+        let ms: f64 = row.get(column);
+        assert!((sample(&samples, metric, &node) - ms / 1000.0).abs() < 1e-9, "{metric}");
+    }
+    assert!(int("marks_written") >= 1.0);
+    // Drift moves with the clock: the scrape's and the later read's differ by the time between.
+    let drift = sample(&samples, "snowflake_id_drift_seconds", &node);
+    assert!((drift - int("drift_ms") / 1000.0).abs() <= 1.0 && drift >= 0.0, "{drift}");
     let waited: f64 = row.get("wait_time_ms");
-    assert!((sample(&samples, "snowflake_clock_wait_seconds_total", &node) - waited / 1000.0).abs() < 1e-9);
+    assert!((sample(&samples, "snowflake_id_clock_wait_seconds_total", &node) - waited / 1000.0).abs() < 1e-9);
     assert!(waited >= 300.0, "max_wait was waited: {waited}");
     let mark: f64 =
         s.query_one("SELECT extract(epoch FROM high_water_mark)::float8 FROM snowflake_status()", &[]).unwrap().get(0);
-    assert_eq!(sample(&samples, "snowflake_high_water_mark_timestamp_seconds", &node), mark);
-    assert!(sample(&samples, "snowflake_last_clash_timestamp_seconds", &node).is_nan(), "no clash: NaN");
+    assert_eq!(sample(&samples, "snowflake_id_high_water_mark_timestamp_seconds", &node), mark);
+    assert!(sample(&samples, "snowflake_id_last_clash_timestamp_seconds", &node).is_nan(), "no clash: NaN");
 
     // One refusal, by max_wait; every other reason at zero.
-    let refusals = samples.get("snowflake_refusals_total").expect("refusals are served");
+    let refusals = samples.get("snowflake_id_refusals_total").expect("refusals are served");
     assert_eq!(refusals.len(), 9, "{refusals:?}");
     for (labels, value) in refusals {
         let reason = labels.get("reason").expect("a reason");
@@ -311,5 +335,5 @@ fn the_exporter_serves_every_metric_with_the_servers_values() {
         ("layout", "timestamp:41,datacenter:5,worker:5,sequence:12"),
         ("id_space", "0"),
     ];
-    assert_eq!(sample(&samples, "snowflake_node_info", &info), 1.0);
+    assert_eq!(sample(&samples, "snowflake_id_node_info", &info), 1.0);
 }

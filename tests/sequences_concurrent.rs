@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{bindir, db_error, Cluster};
+use common::{bindir, db_error, refused, Cluster};
 
 const NODE: [&str; 2] = ["snowflake_id.datacenter_id = 2", "snowflake_id.worker_id = 5"];
 
@@ -512,6 +512,8 @@ fn a_replicated_truncate_restart_identity_never_reopens_the_fence() {
     let small: i64 = s.query_one("SELECT count(*) FROM t WHERE sid < 1000000", &[]).unwrap().get(0);
     assert_eq!(small, 0, "no row got a native key");
     assert!(fenced(&mut s), "the fence holds");
+    // Each failed apply counted (the worker retries, so at least one).
+    assert!(refused(&subscriber, "sequence_fence") >= 1);
     s.batch_execute("ALTER SUBSCRIPTION sub DISABLE").unwrap();
 }
 

@@ -45,7 +45,11 @@ pub unsafe extern "C-unwind" fn snowflake_status_wrapper(fcinfo: pg_sys::Functio
                 (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none())
             })
             .unzip();
-        ffi::tuplestore_putvalues(rsinfo.setResult, rsinfo.setDesc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        // An ERROR here (out of memory) leaves through pgrx's trap, which
+        // drops the vectors first.
+        pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
+            ffi::tuplestore_putvalues(rsinfo.setResult, rsinfo.setDesc, values.as_mut_ptr(), nulls.as_mut_ptr())
+        });
     }
     pg_sys::Datum::from(0)
 }
