@@ -4,6 +4,7 @@
 
 use std::ffi::CStr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::prelude::*;
 
@@ -33,6 +34,25 @@ pub fn last_stop() -> LastStop {
         pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY => LastStop::Standby,
         _ => LastStop::Unclean,
     }
+}
+
+/// Whether this server started from a copy of another server's data
+/// directory: a `backup_label` was there at its first start, which
+/// pg_basebackup (and so a Patroni reinit), pg_rewind and backup tools such
+/// as pgBackRest leave for recovery, and which recovery renames before this
+/// server writes a file of its own. Set by the postmaster at its first start
+/// ([`note_start`]) and inherited by every process it forks, so that a
+/// re-initialisation after a crash remembers it.
+pub fn started_from_copy() -> bool {
+    STARTED_FROM_COPY.load(Ordering::Relaxed)
+}
+
+static STARTED_FROM_COPY: AtomicBool = AtomicBool::new(false);
+
+/// Looks for the `backup_label` of a copy. Postmaster only, at its first
+/// start, before the startup process runs.
+pub fn note_start() {
+    STARTED_FROM_COPY.store(data_dir_path().join("backup_label").exists(), Ordering::Relaxed);
 }
 
 /// Whether the server starts as a standby (`standby.signal`).

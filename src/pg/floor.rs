@@ -12,7 +12,7 @@ use pgrx::PgLogLevel;
 
 use super::error::{self, ErrorReport, Raise};
 use super::generate::format_ms;
-use super::{clock, ffi, marks, settings};
+use super::{clock, ffi, marks, settings, shmem};
 use crate::snowflake::id_space::{self, FloorError};
 
 /// Makes every ID this server issues from now on greater than `id`, an ID of
@@ -44,7 +44,10 @@ pub fn try_raise_to(id: i64) -> Result<i64, Box<ErrorReport>> {
         ));
     }
     let config = settings::config();
-    let (floor, decoded) = id_space::floor_above(&config.codec, config.node, id).map_err(|e| refuse(id, e))?;
+    // The node the generator's IDs carry (an auto server's claim, or the
+    // number it follows until it claims one, which carries the floor along).
+    let node = shmem::read().node;
+    let (floor, decoded) = id_space::floor_above(&config.codec, node, id).map_err(|e| refuse(id, e))?;
     let drift_ms = settings::max_drift_ms();
     let now = clock::now();
     let at = config.codec.instant_of(decoded.tick);
@@ -64,8 +67,8 @@ pub fn try_raise_to(id: i64) -> Result<i64, Box<ErrorReport>> {
              ran this far ahead, raise snowflake_id.max_clock_drift first.",
         )));
     }
-    let next = marks::raise_floor(floor);
-    Ok(config.codec.template(config.node).encode(next.position, next.clock_back))
+    let (next, node) = marks::raise_floor(floor);
+    Ok(config.codec.template(node).encode(next.position, next.clock_back))
 }
 
 fn refuse(id: i64, e: FloorError) -> Box<ErrorReport> {

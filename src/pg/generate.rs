@@ -10,7 +10,8 @@ use super::error::{self, Raise};
 use super::marks::{changed_settings_hint, OTHER_SETTINGS_HINT};
 use super::shmem::{self, MarkWriter, Refused, StepBackReport, Unknown};
 use super::timestamp::last_instant;
-use super::{clock, ffi, marks, settings, state_file};
+use super::{claim, clock, ffi, marks, settings, state_file};
+use crate::snowflake::claims::NoneFree;
 use crate::snowflake::config::Config;
 use crate::snowflake::generator::{Block, Refusal, Window, MARK_WINDOW_MS};
 use crate::snowflake::time::UnixMillis;
@@ -138,6 +139,23 @@ fn take<const RUN: bool>(want: u64) -> Block {
                 }
                 state.unknown = None;
             }
+            // worker_id = auto: a number of this server's own first.
+            if state.claim_pending {
+                drop(state);
+                writer = None;
+                if let Err(none) = claim::settle() {
+                    // Wait for a number that frees within max_wait, as for the clock.
+                    let since = wait.start();
+                    let left = Duration::from_millis(settings::max_wait_ms()).saturating_sub(since.elapsed());
+                    let ahead =
+                        none.soonest.map(|at| Duration::from_millis(at.0.saturating_sub(clock::now().0).max(1) as u64));
+                    match ahead {
+                        Some(ahead) if ahead <= left => nap(ahead.min(MAX_NAP)),
+                        _ => refuse_no_worker(none),
+                    }
+                }
+                continue;
+            }
             let now = time.tick_of(now_ms);
             let result = if RUN {
                 state.generator.reserve_run(now, want, drift)
@@ -242,13 +260,52 @@ fn report_step_back(r: StepBackReport) {
 
 fn refuse_during_recovery() -> ! {
     shmem::count_refusal(Refused::Recovery);
-    error::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot generate snowflake IDs during recovery")
-        .set_detail("A standby shares its primary's snowflake_id.worker_id and must not issue IDs.")
+    let refused =
+        error::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot generate snowflake IDs during recovery");
+    if settings::config().auto_worker {
+        refused
+            .set_detail("A standby has no worker number of its own: with snowflake_id.worker_id = auto, it claims one when promoted.")
+            .set_hint("Generate IDs on the primary.")
+            .raise(PgLogLevel::ERROR)
+    }
+    refused
+        .set_detail("A standby may share its primary's snowflake_id.worker_id and must not issue IDs.")
         .set_hint(
             "Generate IDs on the primary. Before promoting this server, give it a snowflake_id.worker_id that no \
-             other server uses.",
+             other server uses, or set snowflake_id.worker_id = auto on every server.",
         )
         .raise(PgLogLevel::ERROR)
+}
+
+/// `worker_id = auto` found no number its lineage does not hold.
+fn refuse_no_worker(none: NoneFree) -> ! {
+    shmem::count_refusal(Refused::NoWorker);
+    let config = settings::config();
+    let datacenter = if config.codec.layout.field(crate::snowflake::layout::Field::Datacenter).is_some() {
+        format!(" of datacenter {}", config.node.datacenter)
+    } else {
+        String::new()
+    };
+    let free = none.soonest.map_or_else(
+        || "None will be free: the only one not held is the number the lineage generates with.".into(),
+        |at| format!("The first is free from {at}."),
+    );
+    error::new(
+        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+        format!("could not claim a worker number: all {} numbers{datacenter} are held", none.numbers),
+    )
+    .set_detail(format!(
+        "With snowflake_id.worker_id = auto, a primary claims a number no server of its lineage may still generate \
+         with: a number is reused once the clock has passed its last mark and snowflake_id.worker_reuse_after ({}) \
+         has passed since another superseded it, or once a superuser released it. {free}",
+        format_ms(settings::worker_reuse_after_ms())
+    ))
+    .set_hint(
+        "Release numbers no server uses any more with snowflake_release_worker() (snowflake_worker_claims() lists \
+         them), lower snowflake_id.worker_reuse_after, widen the layout's worker field, or set \
+         snowflake_id.worker_id to a number by hand.",
+    )
+    .raise(PgLogLevel::ERROR)
 }
 
 fn refuse_clock_back_exhausted() -> ! {

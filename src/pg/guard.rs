@@ -76,7 +76,9 @@ pub unsafe extern "C-unwind" fn snowflake_guard_check(fcinfo: pg_sys::FunctionCa
     let own = {
         let state = shmem::read();
         let known = state.unknown.is_none_or(|u| matches!(u, shmem::Unknown::NotBefore(_)));
-        Own { node: config.node, issued_below: state.generator.resume_point(), known }
+        // An auto server without a claim has no number of its own yet.
+        let node = (!state.claim_pending).then_some(state.node);
+        Own { node, issued_below: state.generator.resume_point(), known }
     };
     // SAFETY: the trigger of this call.
     let judge_from = UnixMillis(unsafe { armed_at(data) }.0.saturating_sub(ARMING_SKEW_MS));

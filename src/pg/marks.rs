@@ -58,14 +58,16 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, ErrorReport, Raise};
-use super::shmem::{self, MarkWriter, Refused, Unknown, WriteTimes};
+use super::shmem::{self, Lineage, MarkWriter, Refused, State, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
 use super::timestamp::from_pg_micros;
-use super::{clock, control, ffi, new_space, settings, wal};
+use super::wal::Record;
+use super::{claim, clock, control, ffi, new_space, settings, wal};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::generator::Mark;
 use crate::snowflake::id_space::{self, CarryError};
 use crate::snowflake::layout::Layout;
+use crate::snowflake::mark_record::MarkRecord;
 use crate::snowflake::wal_record::WalMark;
 
 /// The layout of the state file this server started from: the layout of the
@@ -152,9 +154,9 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
 /// could not carry). On failure nothing changed, and the call fails. Then,
 /// as for IDs, waits for the synchronous standbys if the session asks for them.
 ///
-/// Returns where the generator continues: no ID below it is issued from now
-/// on, and none at or above it was issued before.
-pub fn raise_floor(floor: Mark) -> Mark {
+/// Returns where the generator continues, and its node: no ID below it is
+/// issued from now on, and none at or above it was issued before.
+pub fn raise_floor(floor: Mark) -> (Mark, Node) {
     let (lsn, next) = {
         let _writer = MarkWriter::acquire();
         // Read first: a guard in a match's scrutinee would be held through its arms.
@@ -170,7 +172,10 @@ pub fn raise_floor(floor: Mark) -> Mark {
             })
         };
         let floor = match needed {
-            Ok(None) => return shmem::read().generator.resume_point(),
+            Ok(None) => {
+                let state = shmem::read();
+                return (state.generator.resume_point(), state.node);
+            }
             Ok(Some(floor)) => floor,
             // The floor is in the era of an ID of this layout: always within it.
             Err(e) => error::new(
@@ -182,15 +187,16 @@ pub fn raise_floor(floor: Mark) -> Mark {
             )
             .raise(PgLogLevel::ERROR),
         };
-        let id_space = shmem::read().id_space;
-        let times = make_durable(&floor, id_space).unwrap_or_else(|e| {
+        let lineage = with_own_mark(shmem::read().lineage(), &floor);
+        let times = make_durable(&floor, &lineage).unwrap_or_else(|e| {
             ErrorReport::from(e)
                 .set_detail("The floor was not raised: IDs continue as before.")
                 .raise(PgLogLevel::ERROR)
         });
         let mut state = shmem::lock();
         state.floor_written(floor, times);
-        (times.lsn, state.generator.resume_point())
+        state.claims = lineage.claims;
+        (times.lsn, (state.generator.resume_point(), state.node))
     };
     if wal::wait_for_synchronous_standbys(lsn).is_err() {
         not_replicated()
@@ -237,13 +243,15 @@ struct Failed {
 /// generator, or recorded as failed so that it is asked for again. The
 /// caller holds the writer lock.
 fn write(mark: &Mark) -> Result<(), Failed> {
-    // Read first: a guard in a match's scrutinee would be held through its arms.
-    let id_space = shmem::read().id_space;
-    let result = make_durable(mark, id_space);
+    // Read first: a guard in a match's scrutinee would be held through its
+    // arms. The lineage changes only under the writer lock, which the caller holds.
+    let lineage = with_own_mark(shmem::read().lineage(), mark);
+    let result = make_durable(mark, &lineage);
     let mut state = shmem::lock();
     match result {
         Ok(times) => {
             state.mark_written(*mark, times);
+            state.claims = lineage.claims;
             let recovered = std::mem::replace(&mut state.failing, false);
             drop(state);
             // Server log only: never sent to a client, so never held up by one.
@@ -265,14 +273,22 @@ fn write(mark: &Mark) -> Result<(), Failed> {
     }
 }
 
-/// Writes `mark` to the state file, then logs it in WAL (flushed). A file
-/// error is returned before anything is logged, and then no ID may rely on
-/// the mark; a WAL error is raised as a PostgreSQL error.
-fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, WriteError> {
+/// `lineage` with `mark`, made with its node, noted as that number's last
+/// mark: the state file that records the mark records that too.
+pub fn with_own_mark(mut lineage: Lineage, mark: &Mark) -> Lineage {
+    let instant = MarkRecord::new(mark, &settings::config().codec).instant;
+    lineage.claims.note_mark(lineage.node, instant, clock::now());
+    lineage
+}
+
+/// Writes `mark` to the state file with `lineage`, then logs it in WAL
+/// (flushed). A file error is returned before anything is logged, and then
+/// no ID may rely on the mark; a WAL error is raised as a PostgreSQL error.
+fn make_durable(mark: &Mark, lineage: &Lineage) -> Result<WriteTimes, WriteError> {
     let started = Instant::now();
-    state_file::write_mark(mark, false, id_space)?;
+    state_file::write_mark(mark, false, lineage)?;
     let written = Instant::now();
-    let lsn = wal::log_mark(mark, id_space);
+    let lsn = wal::log_mark(mark, lineage.id_space, lineage.node);
     Ok(WriteTimes { file_micros: clock::micros(written - started), wal_micros: clock::micros(written.elapsed()), lsn })
 }
 
@@ -283,32 +299,51 @@ fn make_durable(mark: &Mark, id_space: u32) -> Result<WriteTimes, WriteError> {
 #[pg_guard]
 pub unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: the function's contract.
-    let wal_mark = unsafe { wal::decode(record) }.unwrap_or_else(|why| {
+    let record = unsafe { wal::decode(record) }.unwrap_or_else(|why| {
         error::new(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, format!("could not replay snowflake_id WAL record: {why}"))
             .raise(PgLogLevel::PANIC)
     });
-    replay(&wal_mark);
+    match record {
+        Record::Mark(wal_mark) => replay(&wal_mark),
+        Record::Claim(claim) => claim::replay_claim(&claim),
+        Record::Release(release) => claim::replay_release(&release),
+    }
 }
 
 /// Raises the generator to a replayed mark, carried to this server's
 /// settings, and records it in this server's state file before redo moves on.
+/// A server with `worker_id = auto` follows the node of its primary's marks
+/// (it has no number of its own until it claims one); the mark's number is
+/// noted among the lineage's numbers either way.
 fn replay(wal_mark: &WalMark) {
     let config = settings::config();
-    if wal_mark.node == config.node && control::starts_as_standby() && made_since_start(wal_mark) {
+    if !config.auto_worker && wal_mark.node == config.node && control::starts_as_standby() && made_since_start(wal_mark)
+    {
         report_shared_number(&config.codec, config.node);
     }
     let _writer = MarkWriter::acquire();
-    let own_space = shmem::read().id_space;
+    let (own_space, node) = {
+        let state = shmem::read();
+        (state.id_space, state.node)
+    };
     if wal_mark.id_space < own_space {
         return; // a mark of an ID space this server has left
     }
+    let target = if config.auto_worker { wal_mark.node } else { node };
     // `Err(None)`: a 0.3.0 record whose layout this server does not know.
     let carried = wal_mark.codec(v1_layout()).ok_or(None).and_then(|made_under| {
         let mark = wal_mark.mark.to_mark(&made_under);
-        id_space::carry(&made_under, wal_mark.node, &mark, &config.codec, config.node).map_err(Some)
+        id_space::carry(&made_under, wal_mark.node, &mark, &config.codec, target).map_err(Some)
     });
     let outcome = {
         let mut state = shmem::lock();
+        let claims_before = state.claims;
+        let at = wal_mark.mark.wall.unwrap_or(wal_mark.mark.instant);
+        state.claims.note_mark(wal_mark.node, wal_mark.mark.instant, at);
+        let claims_changed = state.claims != claims_before;
+        if target != state.node {
+            follow(&mut state, target);
+        }
         match carried {
             Ok(mark) => {
                 let moved = if wal_mark.id_space > state.id_space {
@@ -324,7 +359,7 @@ fn replay(wal_mark: &WalMark) {
                             state.unknown = None;
                         }
                         state.id_space = wal_mark.id_space;
-                        Ok(moved.then(|| (state.generator.mark(), state.id_space)))
+                        Ok((moved || claims_changed).then(|| (state.generator.mark(), state.lineage())))
                     }
                     Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
                 }
@@ -333,7 +368,7 @@ fn replay(wal_mark: &WalMark) {
         }
     };
     match outcome {
-        Ok(Some((mark, id_space))) => record_replayed(&mark, id_space),
+        Ok(Some((mark, lineage))) => record_replayed(&mark, &lineage),
         Ok(None) => {}
         // Reported once, when this server stops knowing a mark it can use.
         Err(before) if before != Some(Unknown::OtherSettings) => {
@@ -341,6 +376,26 @@ fn replay(wal_mark: &WalMark) {
         }
         Err(_) => {}
     }
+}
+
+/// An auto server that has no number of its own goes on with `node`, the
+/// number its primary's marks now carry: its mark is carried to it, so that
+/// its IDs, once it claims a number, lie above those of every number before.
+fn follow(state: &mut State, node: Node) {
+    let codec = &settings::config().codec;
+    let mark = state.generator.has_mark().then(|| state.generator.mark());
+    let carried = match mark.map(|m| id_space::carry(codec, state.node, &m, codec, node)).transpose() {
+        Ok(carried) => carried,
+        Err(_) => {
+            state.unknown.get_or_insert(Unknown::OtherSettings);
+            return;
+        }
+    };
+    if state.generator.renumber(codec.template(node), carried).is_err() {
+        state.unknown.get_or_insert(Unknown::OtherSettings);
+        return;
+    }
+    state.node = node;
 }
 
 /// Whether a replayed mark was made while this server runs (less a minute
@@ -396,9 +451,9 @@ const WAIT_REPORT_INTERVAL: Duration = Duration::from_secs(10);
 /// reads, and a shutdown request ends the wait. A promotion waits too (it
 /// ends recovery with this record replayed, and a crash after it would
 /// restart from the file).
-fn record_replayed(mark: &Mark, id_space: u32) {
+pub fn record_replayed(mark: &Mark, lineage: &Lineage) {
     let mut reported: Option<Instant> = None;
-    while let Err(e) = state_file::write_mark(mark, false, id_space) {
+    while let Err(e) = state_file::write_mark(mark, false, lineage) {
         // Single-user mode (and pg_rewind's recovery in it) cannot be asked
         // to stop while waiting: fail there, as before.
         // SAFETY: a flag set once at process start.

@@ -7,14 +7,15 @@
 //! | layer | modules |
 //! |---|---|
 //! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step |
-//! | SQL | [`next_id`]: the hot path of `snowflake_next_id()`; [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`sequences`]: registered sequences hand out snowflake IDs |
-//! | policy | [`marks`]: making a mark durable, replaying one |
+//! | SQL | [`next_id`]: the hot path of `snowflake_next_id()`; [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`worker_claims`], [`sequences`]: registered sequences hand out snowflake IDs |
+//! | policy | [`marks`]: making a mark durable, replaying one; [`claim`]: `worker_id = auto`'s claims |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`], [`publisher`]: which server an apply worker's rows come from |
 //! | base | [`settings`], [`error`], [`clock`], [`control`], [`timestamp`], [`ffi`] |
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(ffi_unwind_calls)]
 
 mod adopt;
+mod claim;
 mod clock;
 mod control;
 mod decode;
@@ -35,6 +36,7 @@ mod state_file;
 mod status;
 mod timestamp;
 mod wal;
+mod worker_claims;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;

@@ -22,6 +22,7 @@ use pgrx::PgLogLevel;
 
 use super::control::{self, LastStop};
 use super::error::{self, os_message, ErrorReport, Raise};
+use super::shmem::Lineage;
 use super::{settings, state_file};
 use crate::snowflake::generator::Mark;
 use crate::snowflake::state_file::StateFile;
@@ -40,7 +41,7 @@ pub fn requested() -> bool {
 
 /// Starts the new ID space after the one the state file (`old`) records, and
 /// returns its number. Postmaster only, before shared memory is set up.
-pub fn start(old: Option<&StateFile>) -> u32 {
+pub fn start(old: Option<&StateFile>, lineage: &Lineage) -> u32 {
     let signal = signal_path();
     if control::last_stop() != LastStop::Primary || control::starts_in_recovery() {
         error::new(
@@ -73,7 +74,8 @@ pub fn start(old: Option<&StateFile>) -> u32 {
     let kept = state_file::keep_copy(&format!("before-space-{number}"));
     remove_signal(&signal);
     let start = Mark { position: 0, clock_back: 0, wall: None };
-    state_file::write_mark(&start, false, number).unwrap_or_else(|e| ErrorReport::from(e).raise(PgLogLevel::FATAL));
+    let lineage = Lineage { id_space: number, ..*lineage };
+    state_file::write_mark(&start, false, &lineage).unwrap_or_else(|e| ErrorReport::from(e).raise(PgLogLevel::FATAL));
     error::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         format!("snowflake_id starts ID space {number}: IDs issued before may be issued again"),

@@ -102,7 +102,8 @@ enum Quick {
 }
 
 /// One ID from the shared generator when nothing but the lock and the clock
-/// is needed: not in recovery, the mark known, no clock step back to report
+/// is needed: not in recovery, the mark known, no claim of a worker number
+/// pending, no clock step back to report
 /// or counted since the clock was read, and the generator's own quick path
 /// granting it. Never raises an ERROR and never panics (see the module
 /// header).
@@ -121,7 +122,7 @@ fn quick() -> Quick {
     // the clock again under the lock.
     let Some(reading) = shmem::early_reading(time) else { return Quick::Declined };
     let Some(mut state) = shmem::try_lock() else { return Quick::Declined };
-    if state.unknown.is_some() || state.step_back_unreported() {
+    if state.unknown.is_some() || state.claim_pending || state.step_back_unreported() {
         return Quick::Declined;
     }
     let Some(id) = state.generator.reserve_one_early(reading, drift) else { return Quick::Declined };

@@ -33,7 +33,7 @@ use super::error::{self, ErrorReport, Raise};
 
 mod next_start;
 mod written;
-use crate::snowflake::config::{self, Config, ConfigError};
+use crate::snowflake::config::{self, Config, ConfigError, Worker};
 use crate::snowflake::layout::Field;
 use crate::snowflake::state_file;
 pub use written::Written;
@@ -52,7 +52,8 @@ static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 static TICK_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
 static DATACENTER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
-static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(0);
+static WORKER_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"0"));
+static WORKER_REUSE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(7 * 86_400);
 static MAX_CLOCK_DRIFT: GucSetting<i32> = GucSetting::<i32>::new(24 * 3_600_000);
 static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RMGR_ID);
@@ -78,6 +79,7 @@ const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
 const TICK_MS_NAME: &CStr = c"snowflake_id.tick_ms";
 const DATACENTER_NAME: &CStr = c"snowflake_id.datacenter_id";
 const WORKER_NAME: &CStr = c"snowflake_id.worker_id";
+const WORKER_REUSE_AFTER_NAME: &CStr = c"snowflake_id.worker_reuse_after";
 const MAX_CLOCK_DRIFT_NAME: &CStr = c"snowflake_id.max_clock_drift";
 const MAX_WAIT_NAME: &CStr = c"snowflake_id.max_wait";
 const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
@@ -98,7 +100,11 @@ pub fn init() {
             config.codec.time.epoch(),
             config.codec.time.tick_ms(),
             config.node.datacenter,
-            config.node.worker
+            if config.auto_worker {
+                "auto (a primary claims one before its first ID)".to_string()
+            } else {
+                config.node.worker.to_string()
+            }
         ),
     )
     .report(PgLogLevel::LOG);
@@ -208,13 +214,13 @@ fn define_identity_settings() {
             None,
             None,
         );
-        GucRegistry::define_int_guc_with_hooks(
+        GucRegistry::define_string_guc_with_hooks(
             WORKER_NAME,
-            c"This server's worker number in the ID space.",
-            c"Must fit the layout's worker field and differ from every other server's with the same datacenter.",
+            c"This server's worker number in the ID space, or auto.",
+            c"A number that fits the layout's worker field and differs from every other server's with the same \
+              datacenter, or auto: a primary then claims a number no server of its lineage used, at its first \
+              start and at every promotion, and logs the claim in WAL.",
             &WORKER_ID,
-            0,
-            i32::MAX,
             GucContext::Postmaster,
             GucFlags::default(),
             Some(check_worker),
@@ -300,30 +306,46 @@ unsafe extern "C-unwind" fn check_datacenter(
 ) -> bool {
     at_reload(source);
     // SAFETY: PostgreSQL passes a valid pointer to the new value.
-    check_node(Field::Datacenter, DATACENTER_NAME, unsafe { *newval })
+    check_node(Field::Datacenter, DATACENTER_NAME, i64::from(unsafe { *newval }))
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn check_worker(
-    newval: *mut c_int,
+    newval: *mut *mut c_char,
     _extra: *mut *mut c_void,
     source: pg_sys::GucSource::Type,
 ) -> bool {
     at_reload(source);
-    // SAFETY: PostgreSQL passes a valid pointer to the new value.
-    check_node(Field::Worker, WORKER_NAME, unsafe { *newval })
+    // SAFETY: PostgreSQL calls this hook with its own `newval`.
+    let Some(text) = (unsafe { new_text(newval) }) else { return true };
+    if !altered_by_sql() {
+        return true;
+    }
+    match config::parse_worker(&text) {
+        Err(e) => refused(e),
+        Ok(Worker::Number(n)) => check_node(Field::Worker, WORKER_NAME, n),
+        Ok(Worker::Auto) => match try_config() {
+            Some(config) => config::check_auto(&config.codec.layout).map_or_else(refused, |()| true),
+            None => true,
+        },
+    }
 }
 
-/// At ALTER SYSTEM (the only place a postmaster setting is set inside a
-/// transaction), a node number must fit the layout in force. A reload is not
-/// checked: the file may change the layout too, and the restart checks both.
-fn check_node(field: Field, name: &'static CStr, value: c_int) -> bool {
+/// Whether a check hook runs for ALTER SYSTEM, the only place a postmaster
+/// setting is set inside a transaction. A reload is not checked: the file
+/// may change the layout too, and the restart checks both.
+fn altered_by_sql() -> bool {
     // SAFETY: reads this backend's transaction state; raises no error.
-    if !set_after_start() || !unsafe { pg_sys::IsTransactionState() } {
+    set_after_start() && unsafe { pg_sys::IsTransactionState() }
+}
+
+/// At ALTER SYSTEM, a node number must fit the layout in force.
+fn check_node(field: Field, name: &'static CStr, value: i64) -> bool {
+    if !altered_by_sql() {
         return true;
     }
     let Some(config) = try_config() else { return true };
-    config::node_value(&config.codec, field, static_name(name), i64::from(value)).map_or_else(
+    config::node_value(&config.codec, field, static_name(name), value).map_or_else(
         |e| {
             refused(ConfigError {
                 hint: format!(
@@ -379,6 +401,18 @@ fn define_runtime_settings() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_int_guc(
+        WORKER_REUSE_AFTER_NAME,
+        c"How long a worker number no longer in use waits before worker_id = auto claims it again.",
+        c"Counted from when another number superseded it, and only once the clock has passed its last mark: \
+          the longest an old primary cut off from the others (a split brain) may go on generating with it. \
+          A number released with snowflake_release_worker() waits only for the clock.",
+        &WORKER_REUSE_AFTER,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_enum_guc(
         GUARD_ACTION_NAME,
         c"What snowflake_guard() does when an applied row carries a node number another server uses.",
@@ -391,12 +425,13 @@ fn define_runtime_settings() {
 }
 
 /// Every setting snowflake_id defines.
-const NAMES: [&CStr; 9] = [
+const NAMES: [&CStr; 10] = [
     LAYOUT_NAME,
     EPOCH_NAME,
     TICK_MS_NAME,
     DATACENTER_NAME,
     WORKER_NAME,
+    WORKER_REUSE_AFTER_NAME,
     MAX_CLOCK_DRIFT_NAME,
     MAX_WAIT_NAME,
     WAL_RMGR_ID_NAME,
@@ -516,6 +551,11 @@ pub fn max_drift_ms() -> u64 {
 /// `snowflake_id.guard_action`, as PostgreSQL last assigned it.
 pub fn guard_action() -> GuardAction {
     GUARD_ACTION.get()
+}
+
+/// `snowflake_id.worker_reuse_after` in milliseconds.
+pub fn worker_reuse_after_ms() -> u64 {
+    u64::try_from(WORKER_REUSE_AFTER.get()).unwrap_or(0).saturating_mul(1000)
 }
 
 /// `snowflake_id.max_wait` in milliseconds, read likewise.

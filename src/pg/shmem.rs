@@ -45,6 +45,8 @@ use super::clock;
 use super::error::{self, Raise};
 use super::ffi;
 use super::settings;
+use crate::snowflake::claims::Claims;
+use crate::snowflake::codec::Node;
 use crate::snowflake::generator::{EarlyReading, Generator, Mark};
 use crate::snowflake::guard::Owners;
 use crate::snowflake::time::{TimeBase, UnixMillis};
@@ -89,6 +91,17 @@ impl Unknown {
 pub struct State {
     pub generator: Generator,
     pub unknown: Option<Unknown>,
+    /// With `worker_id = auto`, no ID may be issued before this server
+    /// checks that it holds a claim of its own on its timeline, or claims a
+    /// number ([`super::super::claim`]): true from start (and on a standby,
+    /// until a claim after its promotion).
+    pub claim_pending: bool,
+    /// The node the generator's IDs and marks carry: the number set, the one
+    /// claimed, or on an auto server that has no claim yet, the one of the
+    /// lineage's marks it follows.
+    pub node: Node,
+    /// The node numbers this server's lineage used.
+    pub claims: Claims,
     /// The ID space the generator's mark belongs to (see the state file).
     pub id_space: u32,
     /// The end of the WAL record of the durable mark this server wrote last
@@ -108,6 +121,15 @@ pub struct State {
     last_report: UnixMillis,
 }
 
+/// What a state file records besides its mark: the ID space, the node its
+/// mark is made with, and the lineage's node numbers.
+#[derive(Clone, Copy)]
+pub struct Lineage {
+    pub id_space: u32,
+    pub node: Node,
+    pub claims: Claims,
+}
+
 /// A mark made durable: how long that took, in microseconds, and where its
 /// WAL record ends.
 #[derive(Clone, Copy, Debug, Default)]
@@ -124,11 +146,14 @@ pub struct StepBackReport {
 }
 
 impl State {
-    pub fn new(generator: Generator, unknown: Option<Unknown>, id_space: u32) -> State {
+    pub fn new(generator: Generator, unknown: Option<Unknown>, lineage: Lineage) -> State {
         State {
             generator,
             unknown,
-            id_space,
+            claim_pending: settings::config().auto_worker,
+            node: lineage.node,
+            claims: lineage.claims,
+            id_space: lineage.id_space,
             mark_lsn: 0,
             wal_micros: 0,
             file_micros: 0,
@@ -137,6 +162,11 @@ impl State {
             reported_step_backs: 0,
             last_report: UnixMillis(i64::MIN),
         }
+    }
+
+    /// What the state file records besides the mark.
+    pub fn lineage(&self) -> Lineage {
+        Lineage { id_space: self.id_space, node: self.node, claims: self.claims }
     }
 
     /// Records a mark made durable, and how long that took.
@@ -212,10 +242,12 @@ pub enum Refused {
     Guard,
     /// A registered sequence's fence stopped a native value.
     SequenceFence,
+    /// `worker_id = auto` found no worker number free to claim.
+    NoWorker,
 }
 
 impl Refused {
-    pub const ALL: [Refused; 9] = [
+    pub const ALL: [Refused; 10] = [
         Refused::MaxWait,
         Refused::MarkNotDurable,
         Refused::UnknownMark,
@@ -225,6 +257,7 @@ impl Refused {
         Refused::Exhausted,
         Refused::Guard,
         Refused::SequenceFence,
+        Refused::NoWorker,
     ];
 }
 

@@ -29,13 +29,14 @@ use pgrx::PgLogLevel;
 use super::control::{self, LastStop};
 use super::error::{self, os_message, ErrorReport, Raise};
 use super::marks::{self, carry_failure, changed_settings_hint, describe};
-use super::shmem::{self, State, Unknown};
+use super::shmem::{self, Lineage, State, Unknown};
 use super::{clock, new_space, settings, state_file};
+use crate::snowflake::claims::{Claims, Source};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::config::{sentence, Config};
 use crate::snowflake::generator::{ClockBackOutOfRange, Generator, Mark, Window, MARK_WINDOW_MS};
 use crate::snowflake::id_space::{self, CarryError};
-use crate::snowflake::state_file::{StateFile, StateFileError};
+use crate::snowflake::state_file::{StateFile, StateFileError, StateRecord};
 use crate::snowflake::time::{span, UnixMillis};
 
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
@@ -114,6 +115,14 @@ fn initial_state() -> State {
         REINITIALISED = true;
         first
     };
+    if first_start {
+        control::note_start();
+    }
+    let copied = control::started_from_copy();
+    let fresh = |unknown, id_space| {
+        let lineage = Lineage { id_space, node: config.node, claims: Claims::default() };
+        State::new(fresh_generator(config, config.node), unknown, lineage)
+    };
     let file = match state_file::read() {
         Ok(file) => file,
         Err(e) => {
@@ -124,20 +133,25 @@ fn initial_state() -> State {
             // The space the file recorded is the last one a new-space step
             // kept a file for: marks and floors must go on carrying it, or
             // standbys in that space would pass over them.
-            return State::new(fresh_generator(config), Some(Unknown::Unreadable), state_file::last_space_kept());
+            return fresh(Some(Unknown::Unreadable), state_file::last_space_kept());
         }
     };
     marks::set_v1_layout(None);
     // Only when the server starts: after a backend crash the step is no one's request.
     if first_start && new_space::requested() {
-        let number = new_space::start(file.as_ref());
-        return State::new(fresh_generator(config), None, number);
+        let lineage = match &file {
+            Some(StateFile::Mark(record)) => lineage_of(record, copied),
+            _ => Lineage { id_space: 0, node: config.node, claims: Claims::default() },
+        };
+        let number = new_space::start(file.as_ref(), &lineage);
+        let lineage = Lineage { id_space: number, ..lineage };
+        return State::new(fresh_generator(config, lineage.node), None, lineage);
     }
     let record = match file {
         // The note says the file was there: its floor is lost, not never made.
         None if state_file::issued_before() => {
             state_file::missing(path).report(PgLogLevel::WARNING);
-            return State::new(fresh_generator(config), Some(Unknown::Missing), state_file::last_space_kept());
+            return fresh(Some(Unknown::Missing), state_file::last_space_kept());
         }
         None => {
             error::new(
@@ -145,7 +159,7 @@ fn initial_state() -> State {
                 format!("snowflake_id has no state file \"{}\": it starts at the system clock", path.display()),
             )
             .report(PgLogLevel::LOG);
-            return State::new(fresh_generator(config), None, 0);
+            return fresh(None, 0);
         }
         Some(StateFile::Unknown { reason }) => {
             error::new(
@@ -155,7 +169,7 @@ fn initial_state() -> State {
             .set_detail(sentence(&reason))
             .set_hint(state_file::unknown_mark_hint(path))
             .report(PgLogLevel::WARNING);
-            return State::new(fresh_generator(config), Some(Unknown::Upgrade), 0);
+            return fresh(Some(Unknown::Upgrade), 0);
         }
         Some(StateFile::Mark(record)) => {
             // A data directory that generated before the note existed gets it now.
@@ -167,6 +181,13 @@ fn initial_state() -> State {
             record
         }
     };
+    let lineage = lineage_of(&record, copied);
+    if record.claims.own && !lineage.claims.is_own() {
+        disown_on_disk(&record);
+    }
+    // What the generator's IDs carry: an auto server goes on with the node
+    // of its file (its claim, or the primary it follows) until it claims.
+    let node = lineage.node;
     let (made_under, recorded) = match record.codec() {
         Ok(codec) => {
             marks::set_v1_layout(Some(codec.layout));
@@ -175,20 +196,20 @@ fn initial_state() -> State {
         Err(why) => {
             ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) })
                 .report(PgLogLevel::WARNING);
-            return State::new(fresh_generator(config), Some(Unknown::Unreadable), record.id_space);
+            return State::new(fresh_generator(config, node), Some(Unknown::Unreadable), lineage);
         }
     };
     let mut changed = record.changed_scale(&config.codec);
     // A node change alone has its own warning when it is carried at once.
     let only_node = changed.is_empty();
-    let node = record.changed_node(config.node);
-    if !node.is_empty() {
+    let node_changed = record.changed_node(node);
+    if !node_changed.is_empty() {
         if is_a_copy_of(record.node, first_start) {
-            report_copied_file(record.node, config.node);
+            report_copied_file(record.node, node);
         } else {
-            report_new_node(&node, record.node, config.node);
+            report_new_node(&node_changed, record.node, node, &lineage.claims);
         }
-        changed.extend(node);
+        changed.extend(node_changed);
     }
     // Generator state never stops the server (nor its re-initialisation after
     // a crash): what cannot be carried now is refused per call instead.
@@ -196,12 +217,12 @@ fn initial_state() -> State {
     let mark = if changed.is_empty() {
         recorded
     } else {
-        match carry_to_new_settings(&made_under, record.node, &recorded, &changed, only_node) {
+        match carry_to_new_settings(&made_under, record.node, &recorded, node, &changed, only_node) {
             Ok(mark) => mark,
             // A standby follows its primary: a replayed mark it can carry ends this.
             Err((_, refusal)) if control::starts_as_standby() => {
                 refusal.report(PgLogLevel::WARNING);
-                return State::new(fresh_generator(config), Some(Unknown::OtherSettings), record.id_space);
+                return State::new(fresh_generator(config, node), Some(Unknown::OtherSettings), lineage);
             }
             Err((Some((mark, from)), refusal)) => {
                 refusal.report(PgLogLevel::WARNING);
@@ -210,11 +231,11 @@ fn initial_state() -> State {
             }
             Err((None, refusal)) => {
                 refusal.report(PgLogLevel::WARNING);
-                return State::new(fresh_generator(config), Some(Unknown::OtherSettings), record.id_space);
+                return State::new(fresh_generator(config, node), Some(Unknown::OtherSettings), lineage);
             }
         }
     };
-    let resumed = generator_for(config, Some(mark));
+    let resumed = generator_for(config, node, Some(mark));
     let generator = match resumed {
         Ok(generator) => generator,
         Err(e) => {
@@ -223,20 +244,67 @@ fn initial_state() -> State {
             let why = format!("it records clock_back {} under a layout that holds at most {}", e.recorded, e.max);
             ErrorReport::from(state_file::ReadError { path, error: StateFileError::Corrupt(why) })
                 .report(PgLogLevel::WARNING);
-            return State::new(fresh_generator(config), Some(Unknown::Unreadable), record.id_space);
+            return State::new(fresh_generator(config, node), Some(Unknown::Unreadable), lineage);
         }
     };
     error::new(
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
         format!(
-            "snowflake_id resumes {} {} (clock_back {})",
+            "snowflake_id resumes {} {} (clock_back {}){}",
             if record.exact { "exactly after its clean shutdown at" } else { "above its mark" },
             record.mark.instant,
-            record.mark.clock_back
+            record.mark.clock_back,
+            resumed_claim(&lineage.claims)
         ),
     )
     .report(PgLogLevel::LOG);
-    State::new(generator, unknown, record.id_space)
+    State::new(generator, unknown, lineage)
+}
+
+/// The lineage a state file records, as this server starts from it: the
+/// node its marks carry (the file's for an auto server, which claims its
+/// own before its first ID; otherwise the number set), and its numbers.
+/// A claim is this server's own only where this server made it: not in a
+/// copy (the claim is its source's), nor in recovery (a standby has no
+/// number of its own; promoted, it claims one).
+fn lineage_of(record: &StateRecord, copied: bool) -> Lineage {
+    let config = settings::config();
+    let mut claims = record.claims.to_claims();
+    if copied || control::starts_in_recovery() {
+        claims.disown();
+    }
+    let node = if config.auto_worker { record.node } else { config.node };
+    Lineage { id_space: record.id_space, node, claims }
+}
+
+/// A copy of another server's data directory (or a standby) that claimed a
+/// number there: the file says so no more before anything else runs, or a
+/// crash before its first claim would bring the source's claim back as its
+/// own once the backup_label is gone.
+fn disown_on_disk(record: &StateRecord) {
+    let mut disowned = record.clone();
+    disowned.claims.own = false;
+    if let Err(e) = state_file::write_record(&disowned) {
+        ErrorReport::from(e)
+            .set_detail(
+                "The state file says this server claimed its worker number, and it is a copy of the server that did \
+                 (or a standby): that must be recorded before it may generate.",
+            )
+            .raise(PgLogLevel::FATAL);
+    }
+}
+
+/// What the start's LOG line says of an auto server's claim.
+fn resumed_claim(claims: &Claims) -> String {
+    if !settings::config().auto_worker {
+        return String::new();
+    }
+    match claims.own_claim() {
+        Some(c) => {
+            format!("; worker {} is its claim of timeline {}, checked before its first ID", c.node.worker, c.timeline)
+        }
+        None => "; it claims a worker number before its first ID".into(),
+    }
 }
 
 /// Why a data directory whose settings changed cannot continue at once: the
@@ -254,14 +322,14 @@ fn carry_to_new_settings(
     made_under: &Codec,
     old_node: Node,
     recorded: &Mark,
+    node: Node,
     changed: &[String],
     only_node: bool,
 ) -> Result<Mark, NotNow> {
     let config = settings::config();
     let changed = changed.join(", ");
-    let carried = id_space::carry(made_under, old_node, recorded, &config.codec, config.node);
-    let starts =
-        carried.ok().and_then(|m| config.codec.instant_of(config.codec.template(config.node).tick_of(m.position)));
+    let carried = id_space::carry(made_under, old_node, recorded, &config.codec, node);
+    let starts = carried.ok().and_then(|m| config.codec.instant_of(config.codec.template(node).tick_of(m.position)));
     let now = clock::now();
     let window = MARK_WINDOW_MS as i64;
     // Where the old IDs had got to: a restart continues there (a bulk call
@@ -308,15 +376,12 @@ fn carry_to_new_settings(
 }
 
 /// Whether the state file came with a copy of another server's data
-/// directory rather than from this server under another number: the copy
-/// starts with a `backup_label`, which pg_basebackup (and so a Patroni
-/// reinit), pg_rewind and backup tools such as pgBackRest leave for recovery,
-/// and which recovery renames before this server writes a file of its own.
-/// A re-initialisation after a crash remembers it.
+/// directory ([`control::started_from_copy`]) rather than from this server
+/// under another number. A re-initialisation after a crash remembers it.
 fn is_a_copy_of(file_node: Node, first_start: bool) -> bool {
     // SAFETY: postmaster memory, written only here, in its main thread.
     unsafe {
-        if first_start && settings::state_path().with_file_name("backup_label").exists() {
+        if first_start && control::started_from_copy() {
             COPIED_FROM = Some(file_node);
         }
         COPIED_FROM == Some(file_node)
@@ -347,10 +412,24 @@ fn report_copied_file(old: Node, new: Node) {
 /// a copy given its own number) continues above every ID it issued under the
 /// old number (see [`carry_to_new_settings`]); what is left to check lies
 /// outside this server.
-fn report_new_node(changed: &[String], old: Node, new: Node) {
+fn report_new_node(changed: &[String], old: Node, new: Node, claims: &Claims) {
+    // A number an auto primary of this lineage claimed, set by hand here: the
+    // server that claimed it may still generate with it.
+    let claimed = claims
+        .get(new)
+        .filter(|c| c.source == Source::Auto && claims.holds(new, clock::now(), settings::worker_reuse_after_ms()))
+        .map_or_else(String::new, |c| {
+            format!(
+                " This lineage's worker_id = auto claims list that number as claimed by {} on timeline {}: that \
+                 server may still generate with it.",
+                if c.host.is_empty() { "another server" } else { c.host.as_str() },
+                c.timeline
+            )
+        });
     error::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id node number changed since the state file was written")
         .set_detail(format!(
-            "Changed: {}. New IDs, with datacenter {}, worker {}, lie above every ID issued under the old number.",
+            "Changed: {}. New IDs, with datacenter {}, worker {}, lie above every ID issued under the old \
+             number.{claimed}",
             changed.join(", "),
             new.datacenter,
             new.worker
@@ -366,16 +445,16 @@ fn report_new_node(changed: &[String], old: Node, new: Node) {
         .report(PgLogLevel::WARNING);
 }
 
-/// This server's generator, continuing above `resume` if given.
-fn generator_for(config: &Config, resume: Option<Mark>) -> Result<Generator, ClockBackOutOfRange> {
-    let template = config.codec.template(config.node);
+/// This server's generator with `node`, continuing above `resume` if given.
+fn generator_for(config: &Config, node: Node, resume: Option<Mark>) -> Result<Generator, ClockBackOutOfRange> {
+    let template = config.codec.template(node);
     Generator::new(template, Window::of(&template, &config.codec.time), resume)
 }
 
 /// A generator that continues from no mark: a first mark is made before it
 /// issues an ID, unless it is told of one (a replayed mark, a floor).
-fn fresh_generator(config: &Config) -> Generator {
-    generator_for(config, None).expect("without a mark there is no era to check")
+fn fresh_generator(config: &Config, node: Node) -> Generator {
+    generator_for(config, node, None).expect("without a mark there is no era to check")
 }
 
 /// Whether this is pg_upgrade's new cluster. pg_upgrade starts both clusters
@@ -452,7 +531,7 @@ unsafe extern "C-unwind" fn record_clean_shutdown(code: std::ffi::c_int, _arg: p
     if resume.position == 0 && state.generator.mark().position == 0 {
         return; // never generated: leave no file
     }
-    if let Err(e) = state_file::write_mark(&resume, true, state.id_space) {
+    if let Err(e) = state_file::write_mark(&resume, true, &state.lineage()) {
         error::new(
             error::file_access_code(&e.io),
             format!(

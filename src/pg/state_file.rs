@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pgrx::prelude::*;
 
 use super::error::{self, file_access_code, file_hint, os_message, ErrorReport, Raise};
+use super::shmem::Lineage;
 use super::{ffi, settings};
 use crate::snowflake::config::sentence;
 use crate::snowflake::generator::Mark;
@@ -112,15 +113,23 @@ pub fn read() -> Result<Option<StateFile>, ReadError> {
     format::read(path).map_err(|error| ReadError { path, error })
 }
 
-/// Writes a mark of ID space `id_space` set ahead, or with `exact`, the
-/// point a clean shutdown stopped at, with the settings in force; then the
-/// note that this data directory issued IDs, so that a note always means a
-/// state file was written (a failure before it leaves no note: no ID relies
-/// on a mark until this returns).
-pub fn write_mark(mark: &Mark, exact: bool, id_space: u32) -> Result<(), WriteError> {
+/// Writes a mark set ahead, or with `exact`, the point a clean shutdown
+/// stopped at, with the settings in force and `lineage` (the mark's ID space
+/// and node, the lineage's numbers); then the note that this data directory
+/// issued IDs, so that a note always means a state file was written (a
+/// failure before it leaves no note: no ID relies on a mark until this
+/// returns).
+pub fn write_mark(mark: &Mark, exact: bool, lineage: &Lineage) -> Result<(), WriteError> {
     let config = settings::config();
-    write(&StateRecord::new(mark, exact, &config.codec, config.node, id_space).render())?;
+    let record = StateRecord::new(mark, exact, &config.codec, lineage.node, lineage.id_space, &lineage.claims);
+    write(&record.render())?;
     note_ids_issued()
+}
+
+/// Writes `record` as it is: a file read at start, rewritten with a change
+/// that must outlast a crash before the next mark.
+pub fn write_record(record: &StateRecord) -> Result<(), WriteError> {
+    write(&record.render())
 }
 
 /// The note's name in the data directory.

@@ -100,7 +100,9 @@ pgrx::extension_sql!(
      \trefused_before_epoch bigint,\n\
      \trefused_exhausted bigint,\n\
      \trefused_by_guard bigint,\n\
-     \trefused_sequence_fence bigint\n\
+     \trefused_sequence_fence bigint,\n\
+     \tworker_id_source text,\n\
+     \trefused_no_worker bigint\n\
      )\n\
      STRICT VOLATILE PARALLEL SAFE ROWS 1\n\
      LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';\n",
@@ -136,14 +138,17 @@ fn row() -> Vec<(&'static str, Option<pg_sys::Datum>)> {
         // SAFETY: valid outside recovery, which is checked first.
         (unsafe { pg_sys::GetWALInsertionTimeLine() }) as i32
     });
-    let [max_wait, not_durable, unknown_mark, in_recovery, standby_wait, before_epoch, exhausted, by_guard, fence] =
+    let [max_wait, not_durable, unknown_mark, in_recovery, standby_wait, before_epoch, exhausted, by_guard, fence, no_worker] =
         shmem::refusals().map(count);
+    // An auto server's number once it claimed one (NULL on a standby, and on
+    // a primary before its first ID).
+    let worker = (!(config.auto_worker && state.claim_pending)).then_some(state.node.worker as i32);
     vec![
         ("layout", config.codec.layout.to_string().into_datum()),
         ("epoch", timestamptz(time.epoch()).into_datum()),
         ("tick_ms", (time.tick_ms() as i32).into_datum()),
         ("datacenter_id", (config.node.datacenter as i32).into_datum()),
-        ("worker_id", (config.node.worker as i32).into_datum()),
+        ("worker_id", worker.into_datum()),
         ("system_identifier", system_identifier.into_datum()),
         ("timeline", timeline.into_datum()),
         ("max_clock_drift_ms", count(settings::max_drift_ms()).into_datum()),
@@ -186,5 +191,7 @@ fn row() -> Vec<(&'static str, Option<pg_sys::Datum>)> {
         ("refused_exhausted", exhausted.into_datum()),
         ("refused_by_guard", by_guard.into_datum()),
         ("refused_sequence_fence", fence.into_datum()),
+        ("worker_id_source", (if config.auto_worker { "auto" } else { "setting" }).into_datum()),
+        ("refused_no_worker", no_worker.into_datum()),
     ]
 }

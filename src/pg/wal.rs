@@ -16,13 +16,24 @@ use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
 use super::{ffi, settings};
+use crate::snowflake::claim_record::{WalClaim, WalRelease};
+use crate::snowflake::codec::Node;
 use crate::snowflake::generator::Mark;
 use crate::snowflake::mark_record::MarkRecord;
 use crate::snowflake::wal_record::WalMark;
 
 const NAME: &CStr = c"snowflake_id";
-/// The record's kind, in the bits of `xl_info` a resource manager owns.
+/// The records' kinds, in the bits of `xl_info` a resource manager owns.
 const XLOG_MARK: u8 = 0x10;
+const XLOG_CLAIM: u8 = 0x20;
+const XLOG_RELEASE: u8 = 0x30;
+
+/// A record of this resource manager.
+pub enum Record {
+    Mark(WalMark),
+    Claim(WalClaim),
+    Release(WalRelease),
+}
 
 static RMGR_ID: AtomicU8 = AtomicU8::new(0);
 
@@ -72,18 +83,33 @@ pub fn register(redo: Redo) {
     unsafe { pg_sys::RegisterCustomRmgr(id, (&raw const rmgr).cast_mut()) };
 }
 
-/// Logs a mark of ID space `id_space`, with the settings it was made under,
-/// flushes WAL up to it and returns its end. Not during recovery.
-pub fn log_mark(mark: &Mark, id_space: u32) -> pg_sys::XLogRecPtr {
+/// Logs a mark of ID space `id_space` made with `node`, with the settings
+/// it was made under, flushes WAL up to it and returns its end. Not during
+/// recovery.
+pub fn log_mark(mark: &Mark, id_space: u32, node: Node) -> pg_sys::XLogRecPtr {
     let config = settings::config();
     let body = WalMark {
         mark: MarkRecord::new(mark, &config.codec),
-        node: config.node,
+        node,
         epoch: config.codec.time.epoch(),
         layout: Some(config.codec.layout),
         id_space,
     }
     .encode();
+    log(XLOG_MARK, &body)
+}
+
+/// Logs a worker number claimed, flushed; returns the record's end.
+pub fn log_claim(claim: &WalClaim) -> pg_sys::XLogRecPtr {
+    log(XLOG_CLAIM, &claim.encode())
+}
+
+/// Logs a worker number released, flushed; returns the record's end.
+pub fn log_release(release: &WalRelease) -> pg_sys::XLogRecPtr {
+    log(XLOG_RELEASE, &release.encode())
+}
+
+fn log(kind: u8, body: &[u8]) -> pg_sys::XLogRecPtr {
     let id = RMGR_ID.load(Ordering::Relaxed);
     // SAFETY: the usual sequence for a WAL record, inside one error trap
     // (XLogRegisterData needs it, see ffi); `body` outlives XLogInsert.
@@ -91,11 +117,18 @@ pub fn log_mark(mark: &Mark, id_space: u32) -> pg_sys::XLogRecPtr {
         pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
             pg_sys::XLogBeginInsert();
             ffi::XLogRegisterData(body.as_ptr().cast::<c_void>(), body.len() as u32);
-            let lsn = pg_sys::XLogInsert(id, XLOG_MARK);
+            let lsn = pg_sys::XLogInsert(id, kind);
             pg_sys::XLogFlush(lsn);
             lsn
         })
     }
+}
+
+/// The timeline this primary writes WAL on: a new one after every
+/// promotion. Not during recovery.
+pub fn insertion_timeline() -> u32 {
+    // SAFETY: valid outside recovery, which callers have checked.
+    unsafe { pg_sys::GetWALInsertionTimeLine() }
 }
 
 /// The wait for the synchronous standbys ended before they had the record:
@@ -294,19 +327,16 @@ pub fn wait_for_synchronous_standbys(lsn: pg_sys::XLogRecPtr) -> Result<(), Sync
     }
 }
 
-/// The mark in `record`, or why it cannot be read.
+/// The record `record` holds, or why it cannot be read.
 ///
 /// # Safety
 /// `record` is the reader state PostgreSQL passes a resource manager
 /// callback, positioned on a record of this resource manager.
-pub unsafe fn decode(record: *mut pg_sys::XLogReaderState) -> Result<WalMark, String> {
+pub unsafe fn decode(record: *mut pg_sys::XLogReaderState) -> Result<Record, String> {
     // SAFETY: the caller's contract: a decoded record is current.
     let decoded = unsafe { (*record).record };
     // SAFETY: as above.
     let info = unsafe { (*decoded).header.xl_info } & !(pg_sys::XLR_INFO_MASK as u8);
-    if info != XLOG_MARK {
-        return Err(format!("unknown snowflake_id WAL record kind {info:#04x}"));
-    }
     // SAFETY: as above.
     let (data, len) = unsafe { ((*decoded).main_data, (*decoded).main_data_len as usize) };
     let bytes = if data.is_null() {
@@ -315,14 +345,21 @@ pub unsafe fn decode(record: *mut pg_sys::XLogReaderState) -> Result<WalMark, St
         // SAFETY: the record's main data, `len` bytes, lives as long as the callback.
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
     };
-    WalMark::decode(bytes).map_err(|e| e.to_string())
+    match info {
+        XLOG_MARK => WalMark::decode(bytes).map(Record::Mark).map_err(|e| e.to_string()),
+        XLOG_CLAIM => WalClaim::decode(bytes).map(Record::Claim).map_err(|e| e.to_string()),
+        XLOG_RELEASE => WalRelease::decode(bytes).map(Record::Release).map_err(|e| e.to_string()),
+        _ => Err(format!("unknown snowflake_id WAL record kind {info:#04x}")),
+    }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL calls desc with a record of this resource manager.
     let text = match unsafe { decode(record) } {
-        Ok(m) => m.to_string(),
+        Ok(Record::Mark(m)) => m.to_string(),
+        Ok(Record::Claim(c)) => c.to_string(),
+        Ok(Record::Release(r)) => r.to_string(),
         Err(why) => why,
     };
     let text = CString::new(text).unwrap_or_default();
@@ -332,9 +369,10 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
 
 #[pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
-    if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_MARK {
-        c"MARK".as_ptr()
-    } else {
-        std::ptr::null()
+    match info & !(pg_sys::XLR_INFO_MASK as u8) {
+        XLOG_MARK => c"MARK".as_ptr(),
+        XLOG_CLAIM => c"CLAIM".as_ptr(),
+        XLOG_RELEASE => c"RELEASE".as_ptr(),
+        _ => std::ptr::null(),
     }
 }

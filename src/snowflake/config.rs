@@ -19,14 +19,31 @@ pub struct Settings<'a> {
     pub epoch: Option<&'a str>,
     pub tick_ms: Option<i64>,
     pub datacenter_id: i64,
-    pub worker_id: i64,
+    pub worker_id: Worker,
+}
+
+/// `snowflake_id.worker_id` as written: a number, or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Worker {
+    Number(i64),
+    /// A primary claims a number before its first ID (see [`super::claims`]).
+    Auto,
+}
+
+impl Default for Worker {
+    fn default() -> Worker {
+        Worker::Number(0)
+    }
 }
 
 /// A validated configuration: the codec, and this server's node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
     pub codec: Codec,
+    /// The numbers set; with `auto_worker`, the worker is 0 until a claim.
     pub node: Node,
+    /// `worker_id = auto`: the worker number is claimed, not set.
+    pub auto_worker: bool,
     pub resolved: ResolvedLayout,
 }
 
@@ -78,12 +95,47 @@ impl Config {
             )
         })?;
         let codec = Codec::new(resolved.layout, time);
+        let worker = match s.worker_id {
+            Worker::Number(n) => node_value(&codec, Field::Worker, "snowflake_id.worker_id", n)?,
+            Worker::Auto => {
+                check_auto(&codec.layout)?;
+                0
+            }
+        };
         let node = Node {
             datacenter: node_value(&codec, Field::Datacenter, "snowflake_id.datacenter_id", s.datacenter_id)?,
-            worker: node_value(&codec, Field::Worker, "snowflake_id.worker_id", s.worker_id)?,
+            worker,
         };
-        Ok(Config { codec, node, resolved })
+        Ok(Config { codec, node, auto_worker: s.worker_id == Worker::Auto, resolved })
     }
+}
+
+/// Whether `auto` can give a server of `layout` a worker number: the layout
+/// needs a worker field to claim one in.
+pub fn check_auto(layout: &Layout) -> Result<(), ConfigError> {
+    if layout.width(Field::Worker) > 0 {
+        return Ok(());
+    }
+    Err(ConfigError {
+        setting: "snowflake_id.worker_id",
+        value: "auto".into(),
+        detail: sentence("the layout has no worker field, so there is no worker number to claim"),
+        hint: "Set snowflake_id.worker_id to 0, or choose a layout with a worker field.".into(),
+    })
+}
+
+/// Reads `snowflake_id.worker_id` as written: `auto` (in any case), or a
+/// number as [`parse_identity_number`] reads it.
+pub fn parse_worker(text: &str) -> Result<Worker, ConfigError> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(Worker::Auto);
+    }
+    parse_identity_number("snowflake_id.worker_id", text).map(Worker::Number).map_err(|e| ConfigError {
+        hint: "Write snowflake_id.worker_id in plain decimal digits, such as 7, or auto to have each primary claim \
+               one."
+            .into(),
+        ..e
+    })
 }
 
 /// Reads an identity number as written in the configuration: plain decimal
@@ -261,16 +313,43 @@ mod tests {
 
     #[test]
     fn node_ids_must_fit_their_fields() {
-        let ok = Config::new(Settings { datacenter_id: 31, worker_id: 31, ..defaults() }).unwrap();
+        let ok = Config::new(Settings { datacenter_id: 31, worker_id: Worker::Number(31), ..defaults() }).unwrap();
         assert_eq!(ok.node, Node { datacenter: 31, worker: 31 });
-        let e = Config::new(Settings { worker_id: 32, ..defaults() }).unwrap_err();
+        let e = Config::new(Settings { worker_id: Worker::Number(32), ..defaults() }).unwrap_err();
         assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.worker_id", "32"));
         assert!(e.detail.contains("from 0 to 31"), "{}", e.detail);
         let e = Config::new(Settings { datacenter_id: -1, ..defaults() }).unwrap_err();
         assert_eq!(e.setting, "snowflake_id.datacenter_id");
         let e = Config::new(Settings { layout: "instagram", datacenter_id: 1, ..defaults() }).unwrap_err();
         assert!(e.detail.contains("no datacenter field"), "{}", e.detail);
-        assert!(Config::new(Settings { layout: "instagram", worker_id: 8191, ..defaults() }).is_ok());
+        assert!(Config::new(Settings { layout: "instagram", worker_id: Worker::Number(8191), ..defaults() }).is_ok());
+    }
+
+    #[test]
+    fn auto_needs_a_worker_field() {
+        for layout in ["twitter", "instagram", "sonyflake", "pgedge", "timestamp:41,worker:1,sequence:21"] {
+            let c = Config::new(Settings { layout, worker_id: Worker::Auto, ..defaults() }).unwrap();
+            assert!(c.auto_worker, "{layout}");
+            assert_eq!(c.node.worker, 0, "{layout}: no number until a claim");
+        }
+        let fixed = Config::new(Settings { worker_id: Worker::Number(3), ..defaults() }).unwrap();
+        assert!(!fixed.auto_worker);
+        for layout in ["mastodon", "timestamp:41,datacenter:10,sequence:12"] {
+            let e = Config::new(Settings { layout, worker_id: Worker::Auto, ..defaults() }).unwrap_err();
+            assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.worker_id", "auto"));
+            assert_eq!(e.detail, "The layout has no worker field, so there is no worker number to claim.");
+        }
+    }
+
+    #[test]
+    fn the_worker_setting_is_auto_or_a_plain_number() {
+        assert_eq!(parse_worker("auto"), Ok(Worker::Auto));
+        assert_eq!(parse_worker(" AUTO "), Ok(Worker::Auto));
+        assert_eq!(parse_worker("7"), Ok(Worker::Number(7)));
+        let e = parse_worker("automatic").unwrap_err();
+        assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.worker_id", "automatic"));
+        assert!(e.hint.contains("or auto"), "{}", e.hint);
+        assert!(parse_worker("07").is_err());
     }
 
     #[test]

@@ -561,6 +561,22 @@ impl Generator {
         Ok(())
     }
 
+    /// Continues as the node of `template` from `mark` (the durable mark,
+    /// carried to that node), or from no mark when there is none yet: a
+    /// claim of a new worker number, or a standby following its primary to
+    /// one. Counters are kept.
+    pub fn renumber(&mut self, template: IdTemplate, mark: Option<Mark>) -> Result<(), ClockBackOutOfRange> {
+        let mut g = Generator::new(template, self.window, mark)?;
+        g.stats = self.stats;
+        *self = g;
+        Ok(())
+    }
+
+    /// Whether a durable mark was ever made or raised to.
+    pub fn has_mark(&self) -> bool {
+        self.durable > 0 || self.clock_back > 0
+    }
+
     fn advance_to(&mut self, mark: Mark) {
         if mark.clock_back > self.clock_back {
             self.clock_back = mark.clock_back;

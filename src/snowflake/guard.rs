@@ -232,7 +232,9 @@ fn key_of(node: Node) -> u64 {
 /// This server, as the guard judges IDs against it.
 #[derive(Clone, Copy, Debug)]
 pub struct Own {
-    pub node: Node,
+    /// `None` for a server with `worker_id = auto` that has not claimed a
+    /// number yet: no ID is its own.
+    pub node: Option<Node>,
     /// Where this server's own IDs end: none it issued lies at or after this
     /// mark's position in its era, nor in a later era (the generator's next
     /// position).
@@ -264,7 +266,7 @@ pub fn check(
         return Verdict::Fine;
     }
     let node = Node { datacenter: d.datacenter.unwrap_or(0), worker: d.worker.unwrap_or(0) };
-    if node == own.node {
+    if own.node == Some(node) {
         let here = (d.clock_back.unwrap_or(0), codec.template(node).position(d.tick) + d.sequence);
         let mine = own.issued_below;
         if here >= (mine.clock_back, mine.position) {
@@ -313,7 +315,7 @@ mod tests {
     /// A server with `node` that has issued IDs below `tick`.
     fn own_up_to(node: Node, tick: u64) -> Own {
         Own {
-            node,
+            node: Some(node),
             issued_below: Mark { position: codec().template(node).position(tick), clock_back: 0, wall: None },
             known: true,
         }
@@ -399,6 +401,16 @@ mod tests {
             assert_eq!(at(owners, own_up_to(OWN, 3_000), 3_500, false), proof(false));
             assert_eq!(at(owners, after, 3_600, false), proof(true));
         });
+    }
+
+    #[test]
+    fn a_server_without_a_number_of_its_own_judges_no_id_its_own() {
+        let mut owners = Owners::default();
+        let unclaimed = Own { node: None, ..fresh(OWN) };
+        let verdict = check(&codec(), unclaimed, &mut owners, id_of(OWN, 5_000), (None, 0), ARMED);
+        assert_eq!(verdict, Verdict::Fine);
+        let claimed = check(&codec(), fresh(OWN), &mut owners, id_of(OWN, 5_000), (None, 0), ARMED);
+        assert!(matches!(claimed, Verdict::OwnNode { proven: true, .. }), "{claimed:?}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The pure Rust core of snowflake_id: no PostgreSQL in here.
 //!
 //! - [`layout`]: which fields an ID has and where their bits are;
+//! - [`claims`]: the worker numbers a lineage used, and choosing one for `worker_id = auto`;
 //! - [`block`]: what a sequence incrementing by more than one reserves for a pooled allocator;
 //! - [`preset`]: named layouts of well-known designs;
 //! - [`time`]: instants, epochs and ticks;
@@ -11,9 +12,12 @@
 //! - [`id_space`]: carrying a mark to other settings as an ID value, so IDs never repeat;
 //! - [`mark_record`]: a mark as kept outside the generator, in instants;
 //! - [`state_file`]: the state file's format;
-//! - [`wal_record`]: the mark as a WAL record.
+//! - [`wal_record`]: the mark as a WAL record;
+//! - [`claim_record`]: a claim and a release as WAL records.
 
 pub mod block;
+pub mod claim_record;
+pub mod claims;
 pub mod codec;
 pub mod config;
 pub mod generator;

@@ -19,6 +19,7 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::claims::{Claim, Claims, Host, Source};
 use super::codec::{Codec, Node};
 use super::generator::Mark;
 use super::layout::Layout;
@@ -28,7 +29,7 @@ use super::time::{parse_instant, TimeBase, UnixMillis};
 /// The file's name in the data directory.
 pub const FILE_NAME: &str = "snowflake_id.state";
 
-const VERSION: &str = "3";
+const VERSION: &str = "4";
 
 /// What a state file says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,10 +53,40 @@ pub struct StateRecord {
     /// The ID space the mark belongs to: 0 at first, one more each time a DBA
     /// started a new one (abandoning every ID issued before it).
     pub id_space: u32,
+    /// The node numbers the lineage used (version 4; before, the file's own).
+    pub claims: ClaimsRecord,
+}
+
+/// The lineage's node numbers as the file keeps them ([`Claims`] in a form
+/// that owns its entries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimsRecord {
+    pub entries: Vec<Claim>,
+    /// The lineage's number now.
+    pub current: Option<Node>,
+    /// Whether this data directory claimed it.
+    pub own: bool,
+}
+
+impl ClaimsRecord {
+    pub fn of(claims: &Claims) -> ClaimsRecord {
+        ClaimsRecord { entries: claims.entries().to_vec(), current: claims.current(), own: claims.is_own() }
+    }
+
+    pub fn to_claims(&self) -> Claims {
+        Claims::from_entries(&self.entries, self.current, self.own)
+    }
+
+    /// What a file from before version 4 says: its own node, current, with
+    /// its mark.
+    fn before_claims(node: Node, mark: UnixMillis) -> ClaimsRecord {
+        let seen = Claim { last_mark: Some(mark), ..Claim::seen(node, None) };
+        ClaimsRecord { entries: vec![seen], current: Some(node), own: false }
+    }
 }
 
 impl StateRecord {
-    pub fn new(mark: &Mark, exact: bool, codec: &Codec, node: Node, id_space: u32) -> Self {
+    pub fn new(mark: &Mark, exact: bool, codec: &Codec, node: Node, id_space: u32, claims: &Claims) -> Self {
         StateRecord {
             mark: MarkRecord::new(mark, codec),
             exact,
@@ -63,6 +94,7 @@ impl StateRecord {
             epoch: codec.time.epoch(),
             node,
             id_space,
+            claims: ClaimsRecord::of(claims),
         }
     }
 
@@ -122,8 +154,63 @@ impl StateRecord {
         let _ = writeln!(body, "datacenter_id={}", self.node.datacenter);
         let _ = writeln!(body, "worker_id={}", self.node.worker);
         let _ = writeln!(body, "id_space={}", self.id_space);
+        let claims = &self.claims;
+        let _ = writeln!(body, "current={}", claims.current.map_or_else(|| "-".into(), |n| node_text(n)));
+        let _ = writeln!(body, "claimed_here={}", if claims.own { "yes" } else { "no" });
+        for c in &claims.entries {
+            let _ = writeln!(
+                body,
+                "claim={},{},{},{},{},{},{},{}",
+                node_text(c.node),
+                c.source.name(),
+                c.timeline,
+                instant_text(c.claimed_at),
+                instant_text(c.last_mark),
+                instant_text(c.superseded_at),
+                instant_text(c.released_at),
+                if c.host.is_empty() { "-" } else { c.host.as_str() }
+            );
+        }
         seal(body)
     }
+}
+
+fn node_text(n: Node) -> String {
+    format!("{},{}", n.datacenter, n.worker)
+}
+
+fn instant_text(t: Option<UnixMillis>) -> String {
+    t.map_or_else(|| "-".into(), |t| t.0.to_string())
+}
+
+/// A `claim=` line's value: datacenter, worker, source, timeline, claimed
+/// at, last mark, superseded at, released at (Unix milliseconds or `-`), host.
+fn parse_claim(text: &str) -> Result<Claim, String> {
+    let bad = || format!("its claim line {text} is malformed");
+    let fields: Vec<&str> = text.split(',').collect();
+    let [datacenter, worker, source, timeline, claimed_at, last_mark, superseded_at, released_at, host] = fields[..]
+    else {
+        return Err(bad());
+    };
+    let instant = |t: &str| match t {
+        "-" => Ok(None),
+        _ => t.parse::<i64>().map(|ms| Some(UnixMillis(ms))).map_err(|_| bad()),
+    };
+    Ok(Claim {
+        node: parse_node(&format!("{datacenter},{worker}")).ok_or_else(bad)?,
+        source: Source::from_name(source).ok_or_else(bad)?,
+        timeline: timeline.parse().map_err(|_| bad())?,
+        claimed_at: instant(claimed_at)?,
+        host: if host == "-" { Host::NONE } else { Host::new(host) },
+        last_mark: instant(last_mark)?,
+        superseded_at: instant(superseded_at)?,
+        released_at: instant(released_at)?,
+    })
+}
+
+fn parse_node(text: &str) -> Option<Node> {
+    let (datacenter, worker) = text.split_once(',')?;
+    Some(Node { datacenter: datacenter.parse().ok()?, worker: worker.parse().ok()? })
 }
 
 fn changed(name: &str, was: String, now: String) -> Option<String> {
@@ -149,8 +236,8 @@ pub fn seal(mut body: String) -> String {
     body
 }
 
-/// Reads a state file's text: version 3, 2 (0.3.0, with ID space 0) or 1
-/// (0.1.0 and 0.2.0).
+/// Reads a state file's text: version 4, 3 (0.4.0 to 0.8.0, without claims),
+/// 2 (0.3.0, with ID space 0) or 1 (0.1.0 and 0.2.0).
 pub fn parse(text: &str) -> Result<StateFile, String> {
     let crc_at = text.rfind("crc32=").ok_or("it has no crc32 line")?;
     let (body, crc_line) = text.split_at(crc_at);
@@ -174,7 +261,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
     let version = value("version")?;
     let (kind, sequence, wall, sequence_bits) = match version {
         "1" => ("mark", 0, None, None),
-        "2" | VERSION => {
+        "2" | "3" | VERSION => {
             let kind = value("kind")?;
             if kind == "unknown" {
                 return Ok(StateFile::Unknown { reason: value("reason")?.to_string() });
@@ -185,7 +272,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
             };
             (kind, number("mark_sequence")?, wall, Some(u32_of("sequence_bits")?))
         }
-        other => return Err(format!("its version {other} is not 1, 2 or {VERSION}")),
+        other => return Err(format!("its version {other} is not 1, 2, 3 or {VERSION}")),
     };
     if kind != "mark" && kind != "resume" {
         return Err(format!("its kind {kind} is not mark, resume or unknown"));
@@ -196,9 +283,27 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
         Some(bits) => bits,
         None => Layout::parse(&layout).map_or(0, |l| l.sequence().width),
     };
+    let node = Node { datacenter: number("datacenter_id")?, worker: number("worker_id")? };
+    let mark_instant = instant("mark_unix_ms")?;
+    let claims = if version == VERSION {
+        let current = match value("current")? {
+            "-" => None,
+            text => Some(parse_node(text).ok_or_else(|| format!("its current line {text} is malformed"))?),
+        };
+        let own = match value("claimed_here")? {
+            "yes" => true,
+            "no" => false,
+            other => return Err(format!("its claimed_here {other} is not yes or no")),
+        };
+        let entries =
+            body.lines().filter_map(|l| l.strip_prefix("claim=")).map(parse_claim).collect::<Result<_, _>>()?;
+        ClaimsRecord { entries, current, own }
+    } else {
+        ClaimsRecord::before_claims(node, mark_instant)
+    };
     Ok(StateFile::Mark(StateRecord {
         mark: MarkRecord {
-            instant: instant("mark_unix_ms")?,
+            instant: mark_instant,
             sequence,
             clock_back: number("clock_back")?,
             wall,
@@ -208,8 +313,9 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
         exact: kind == "resume",
         layout,
         epoch: instant("epoch_unix_ms")?,
-        node: Node { datacenter: number("datacenter_id")?, worker: number("worker_id")? },
-        id_space: if version == VERSION { u32_of("id_space")? } else { 0 },
+        node,
+        id_space: if version == "3" || version == VERSION { u32_of("id_space")? } else { 0 },
+        claims,
     }))
 }
 
@@ -313,8 +419,19 @@ mod tests {
         Mark { position: (123_456_789 << 12) | 5, clock_back: 2, wall: Some(123_456_000) }
     }
 
+    fn claims() -> Claims {
+        let mut claims = Claims::default();
+        let old = Node { datacenter: 3, worker: 2 };
+        claims.note_mark(old, UnixMillis(1_700_000_000_000), UnixMillis(1_699_999_999_000));
+        let claim =
+            Claim::auto(Node { datacenter: 3, worker: 17 }, 4, UnixMillis(1_795_000_000_000), Host::new("pg-17"));
+        claims.note_claim(claim, true);
+        claims.release(old, UnixMillis(1_795_000_000_500)).unwrap();
+        claims
+    }
+
     fn record(exact: bool) -> StateRecord {
-        StateRecord::new(&mark(), exact, &codec(), Node { datacenter: 3, worker: 17 }, 4)
+        StateRecord::new(&mark(), exact, &codec(), Node { datacenter: 3, worker: 17 }, 4, &claims())
     }
 
     /// A scratch directory, removed again when the test is done.
@@ -349,6 +466,7 @@ mod tests {
         for exact in [false, true] {
             let r = record(exact);
             assert_eq!(parse(&r.render()), Ok(StateFile::Mark(r.clone())));
+            assert_eq!(r.claims.to_claims(), claims());
             assert_eq!(r.mark.to_mark(&codec()), mark());
             assert_eq!((r.codec(), r.to_mark()), (Ok(codec()), Ok(mark())));
         }
@@ -356,19 +474,65 @@ mod tests {
         assert_eq!(parse(&unknown), Ok(StateFile::Unknown { reason: "pg_upgrade made this cluster".into() }));
     }
 
+    /// The file as snowflake_id 0.4.0 to 0.8.0 wrote it (version 3): no claims.
+    fn version_3() -> String {
+        let v4 = record(true).render();
+        let body: String = v4
+            .lines()
+            .filter(|l| !["current=", "claimed_here=", "claim=", "crc32="].iter().any(|k| l.starts_with(k)))
+            .map(|l| if l == "version=4" { "version=3\n".to_string() } else { format!("{l}\n") })
+            .collect();
+        seal(body)
+    }
+
+    #[test]
+    fn a_version_3_file_reads_as_its_own_number_in_use() {
+        let StateFile::Mark(r) = parse(&version_3()).unwrap() else { panic!("a mark") };
+        let node = Node { datacenter: 3, worker: 17 };
+        let seen = Claim { last_mark: Some(r.mark.instant), ..Claim::seen(node, None) };
+        let claims = ClaimsRecord { entries: vec![seen], current: Some(node), own: false };
+        assert_eq!(r, StateRecord { claims, ..record(true) });
+    }
+
     #[test]
     fn a_version_2_file_reads_as_id_space_0() {
         // As snowflake_id 0.3.0 wrote it: no id_space line.
-        let v3 = record(true).render();
+        let v3 = version_3();
         let body: String = v3
             .lines()
             .filter(|l| !l.starts_with("id_space=") && !l.starts_with("crc32="))
             .map(|l| if l == "version=3" { "version=2\n".to_string() } else { format!("{l}\n") })
             .collect();
         let StateFile::Mark(r) = parse(&seal(body)).unwrap() else { panic!("a mark") };
-        assert_eq!(r, StateRecord { id_space: 0, ..record(true) });
-        let future = seal(v3.replace("version=3", "version=4").split("crc32=").next().unwrap().to_string());
-        assert_eq!(parse(&future), Err("its version 4 is not 1, 2 or 3".to_string()));
+        let StateFile::Mark(r3) = parse(&v3).unwrap() else { panic!("a mark") };
+        assert_eq!(r, StateRecord { id_space: 0, ..r3 });
+        let v4 = record(true).render();
+        let future = seal(v4.replace("version=4", "version=5").split("crc32=").next().unwrap().to_string());
+        assert_eq!(parse(&future), Err("its version 5 is not 1, 2, 3 or 4".to_string()));
+    }
+
+    #[test]
+    fn claim_lines_say_what_they_hold_and_bad_ones_are_named() {
+        let text = record(false).render();
+        assert!(text.contains("current=3,17\nclaimed_here=yes\n"), "{text}");
+        assert!(
+            text.contains("claim=3,2,setting,0,1699999999000,1700000000000,1795000000000,1795000000500,-\n"),
+            "{text}"
+        );
+        assert!(text.contains("claim=3,17,auto,4,1795000000000,-,-,-,pg-17\n"), "{text}");
+        let body = text.split("crc32=").next().unwrap();
+        for (from, to, why) in [
+            (
+                "claim=3,17,auto,4,",
+                "claim=3,17,robot,4,",
+                "its claim line 3,17,robot,4,1795000000000,-,-,-,pg-17 is malformed",
+            ),
+            (",-,pg-17", ",pg-17", "its claim line 3,17,auto,4,1795000000000,-,-,pg-17 is malformed"),
+            ("claimed_here=yes", "claimed_here=maybe", "its claimed_here maybe is not yes or no"),
+            ("current=3,17", "current=3", "its current line 3 is malformed"),
+        ] {
+            assert_eq!(parse(&seal(body.replace(from, to))), Err(why.to_string()), "{to}");
+        }
     }
 
     #[test]

@@ -200,6 +200,9 @@ pub struct Cluster {
     pub clock: Option<FakeClock>,
     /// File systems mounted for this cluster alone, unmounted when it is dropped.
     mounts: Vec<PathBuf>,
+    /// The host name its server sees, in a UTS namespace of its own (as a
+    /// container or a Kubernetes pod has): see [`Cluster::on_host`].
+    host: Option<String>,
 }
 
 impl Cluster {
@@ -377,7 +380,7 @@ impl Cluster {
             c.write(0);
             c
         });
-        let cluster = Cluster { dir, data, port, bin, clock, mounts: Vec::new() };
+        let cluster = Cluster { dir, data, port, bin, clock, mounts: Vec::new(), host: None };
         cluster.append_conf(&conf);
         cluster
     }
@@ -437,7 +440,7 @@ impl Cluster {
             c.write(0);
             c
         });
-        let copy = Cluster { dir, data, port, bin, clock, mounts: Vec::new() };
+        let copy = Cluster { dir, data, port, bin, clock, mounts: Vec::new(), host: None };
         copy.append_conf(&conf);
         if standby {
             copy.write_data_file("standby.signal", b"");
@@ -460,6 +463,12 @@ impl Cluster {
     pub fn try_stop_immediate(&self) -> bool {
         let out = self.pg_ctl().args(["stop", "-w", "-m", "immediate", "-D"]).arg(&self.data).output().unwrap();
         out.status.success()
+    }
+
+    /// Removes a file of the data directory, if it is there; whether it was.
+    pub fn remove_data_file_if_there(&self, name: &str) -> bool {
+        let path = self.data_path(name);
+        path.exists() && self.run_program("rm", &[path.to_str().unwrap()]).status.success()
     }
 
     /// Removes a file of the data directory as the server user.
@@ -568,16 +577,30 @@ impl Cluster {
         as_server_user_with(&self.bin.join("pg_ctl"), &env)
     }
 
+    /// Runs this cluster's server under the host name `host`, as a pod or a
+    /// container of its own would: its postmaster starts in a UTS namespace
+    /// of its own (`unshare --uts`, as root), where the name is set.
+    pub fn on_host(mut self, host: &str) -> Cluster {
+        self.host = Some(host.to_string());
+        self
+    }
+
     /// Starts the server; on failure returns the server log.
     pub fn try_start(&self) -> Result<(), String> {
-        let out = self
-            .pg_ctl()
-            .args(["start", "-w", "-t", "300", "-D"])
-            .arg(&self.data)
-            .arg("-l")
-            .arg(self.log_path())
-            .output()
-            .unwrap();
+        let mut start = self.pg_ctl();
+        start.args(["start", "-w", "-t", "300", "-D"]).arg(&self.data).arg("-l").arg(self.log_path());
+        if let Some(host) = &self.host {
+            let mut unshare = if running_as_root() { Command::new("unshare") } else { Command::new("sudo") };
+            if !running_as_root() {
+                unshare.args(["-n", "unshare"]);
+            }
+            unshare
+                .args(["--uts", "--", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host])
+                .arg(start.get_program())
+                .args(start.get_args());
+            start = unshare;
+        }
+        let out = start.output().unwrap();
         if out.status.success() {
             Ok(())
         } else {

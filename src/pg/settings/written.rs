@@ -100,7 +100,11 @@ impl Written {
         };
         let tick_ms = int(TICK_MS_NAME)?;
         let datacenter_id = int(DATACENTER_NAME)?;
-        let worker_id = int(WORKER_NAME)?;
+        let worker_id = self
+            .value(WORKER_NAME)
+            .map(|text| config::parse_worker(&text))
+            .transpose()
+            .map_err(|e| Box::new(ErrorReport::from(e)))?;
         let rmgr_id = int(WAL_RMGR_ID_NAME)?;
         let layout = self.value(LAYOUT_NAME);
         let epoch = self.value(EPOCH_NAME);
@@ -109,7 +113,7 @@ impl Written {
             epoch: epoch.as_deref(),
             tick_ms,
             datacenter_id: datacenter_id.unwrap_or(0),
-            worker_id: worker_id.unwrap_or(0),
+            worker_id: worker_id.unwrap_or_default(),
         };
         let config = Config::new(settings).map_err(|e| Box::new(ErrorReport::from(e)))?;
         missing_identity(&config.codec.layout, datacenter_id.is_some(), worker_id.is_some())?;

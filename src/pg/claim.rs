@@ -1,0 +1,227 @@
+//! `snowflake_id.worker_id = auto`: a primary claims its worker number before
+//! its first ID, at its first start and after every promotion, and logs the
+//! claim in WAL, so that every standby and base backup of its lineage knows
+//! every number the lineage held ([`crate::snowflake::claims`] has the rules).
+//!
+//! # When a primary claims
+//! An auto server starts with a claim pending ([`State::claim_pending`]):
+//! no ID is issued (the hot path declines) until [`settle`] has run under
+//! the mark writer lock. It keeps the number the state file records as its
+//! own claim when that claim was made on the timeline this primary writes
+//! WAL on, on this host: a restart, a crash or pg_upgrade (which keeps the
+//! timeline) change neither. A promotion moves to a new timeline, and a copy
+//! of another server's data directory (a base backup started as a primary,
+//! a rewound old primary) never owns the claim it came with
+//! ([`super::control::started_from_copy`]); each claims anew.
+//!
+//! # How a claim is made durable
+//! As a mark is: the state file first (with the lineage's numbers, the new
+//! one current and own, and the generator's mark carried to the new number,
+//! so that its IDs lie above every ID of the number before), then a claim
+//! record in WAL, flushed. A crash between the two leaves a claim in the file
+//! no ID relied on; the next start keeps it, and the first mark record made
+//! with the number tells the standbys. The first ID then needs a mark like
+//! any first ID, which synchronous standbys confirm before it is handed out.
+//!
+//! # Replay
+//! A standby (or a restore, or crash recovery) notes every claim and release
+//! it replays among the lineage's numbers and records them in its state
+//! file. A claim replayed in crash recovery of the server that made it stays
+//! its own; anywhere else it is the lineage's, not this server's.
+
+use pgrx::prelude::*;
+use pgrx::PgLogLevel;
+
+use super::error::{self, ErrorReport, Raise};
+use super::marks::record_replayed;
+use super::shmem::{self, MarkWriter, State, Unknown};
+use super::{clock, control, settings, state_file, wal};
+use crate::snowflake::claim_record::{WalClaim, WalRelease};
+use crate::snowflake::claims::{Claim, Host, Instance, NoneFree, ReleaseError};
+use crate::snowflake::codec::Node;
+use crate::snowflake::generator::Mark;
+use crate::snowflake::id_space;
+use crate::snowflake::layout::Field;
+
+/// This server's host name, as the kernel has it (a pod's name on Kubernetes).
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: a buffer of its stated length; gethostname writes at most that.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if ok {
+        String::from_utf8_lossy(&buf[..len]).into_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// Ends a pending claim: keeps this server's own claim of its timeline, or
+/// claims a number. `Err` when no number is free to claim now; nothing
+/// changed then. Called outside recovery, with the mark known, never while
+/// holding the mark writer lock.
+pub fn settle() -> Result<(), NoneFree> {
+    let _writer = MarkWriter::acquire();
+    let state: State = *shmem::read();
+    if !state.claim_pending {
+        return Ok(()); // another backend settled it meanwhile
+    }
+    let config = settings::config();
+    let timeline = wal::insertion_timeline();
+    let host = host_name();
+    if let Some(own) = state.claims.own_claim() {
+        if own.timeline == timeline && own.host == Host::new(&host) && own.node == state.node {
+            shmem::lock().claim_pending = false;
+            return Ok(());
+        }
+    }
+    let now = clock::now();
+    let data_dir = settings::state_path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+    // SAFETY: set from the configuration before libraries load.
+    let port = u16::try_from(unsafe { pg_sys::PostPortNumber }).unwrap_or(0);
+    let instance = Instance { host: &host, data_dir: &data_dir, port };
+    let datacenter = config.node.datacenter;
+    let bits = config.codec.layout.width(Field::Worker);
+    let reuse_after = settings::worker_reuse_after_ms();
+    let worker = state.claims.choose(&instance, datacenter, bits, timeline, now, reuse_after)?;
+    let node = Node { datacenter, worker };
+    let claim = Claim::auto(node, timeline, now, Host::new(&host));
+    let mut lineage = state.lineage();
+    lineage.claims.note_claim(claim, true);
+    lineage.node = node;
+    let codec = &config.codec;
+    // The caller refused an unknown mark before this: the generator's mark,
+    // if it has one, is a floor to carry.
+    let carried = state.generator.has_mark().then(|| {
+        id_space::carry(codec, state.node, &state.generator.mark(), codec, node).unwrap_or_else(|_| {
+            error::new(
+                PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+                format!("could not claim worker {worker}: no ID of it lies above the IDs issued so far"),
+            )
+            .set_detail("The layout's time range ends before IDs of that number pass those of the number before.")
+            .set_hint("IDs are never wrapped. Start a new ID space with a later epoch or a wider timestamp field.")
+            .raise(PgLogLevel::ERROR)
+        })
+    });
+    let file_mark = carried.unwrap_or(Mark { position: 0, clock_back: 0, wall: None });
+    if let Err(e) = state_file::write_mark(&file_mark, false, &lineage) {
+        shmem::count_refusal(shmem::Refused::MarkNotDurable);
+        ErrorReport::from(e)
+            .set_detail(format!("Worker {worker} was not claimed, and no ID was issued."))
+            .raise(PgLogLevel::ERROR);
+    }
+    let lsn = wal::log_claim(&WalClaim { node, timeline, at: now, host: claim.host });
+    {
+        let mut state = shmem::lock();
+        if state.generator.renumber(codec.template(node), carried).is_err() {
+            // The carried mark is in its own layout's era: never here.
+            state.unknown.get_or_insert(Unknown::OtherSettings);
+        }
+        state.node = node;
+        state.claims = lineage.claims;
+        state.claim_pending = false;
+        state.mark_lsn = lsn;
+    }
+    error::new(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id claimed worker {worker}{} on timeline {timeline}",
+            if codec.layout.field(Field::Datacenter).is_some() {
+                format!(" of datacenter {datacenter}")
+            } else {
+                String::new()
+            }
+        ),
+    )
+    .set_detail(format!(
+        "No server of this lineage used it{}. Its IDs lie above every ID this server's lineage issued.",
+        if state.claims.get(node).is_some() { " since it was released or superseded long enough ago" } else { "" }
+    ))
+    .report(PgLogLevel::LOG_SERVER_ONLY);
+    Ok(())
+}
+
+/// Whether a claim replayed now is this server's own: replayed in crash
+/// recovery of the data directory that made it, on its host, not a copy.
+fn replaying_own(claim: &WalClaim) -> bool {
+    !control::starts_in_recovery() && !control::started_from_copy() && claim.host == Host::new(&host_name())
+}
+
+/// Notes a replayed claim among the lineage's numbers, and records it in
+/// the state file before redo moves on (as a replayed mark is recorded).
+pub fn replay_claim(claim: &WalClaim) {
+    let own = replaying_own(claim);
+    let _writer = MarkWriter::acquire();
+    let recorded = {
+        let mut state = shmem::lock();
+        state.claims.note_claim(Claim::auto(claim.node, claim.timeline, claim.at, claim.host), own);
+        recordable(&state)
+    };
+    if let Some((mark, lineage)) = recorded {
+        record_replayed(&mark, &lineage);
+    }
+}
+
+/// Notes a replayed release, and records it likewise.
+pub fn replay_release(release: &WalRelease) {
+    let _writer = MarkWriter::acquire();
+    let recorded = {
+        let mut state = shmem::lock();
+        // A number this lineage does not know (its table was full) stays unknown.
+        let _ = state.claims.release(release.node, release.at);
+        recordable(&state)
+    };
+    if let Some((mark, lineage)) = recorded {
+        record_replayed(&mark, &lineage);
+    }
+}
+
+/// The mark and lineage to write to the state file, when the file may be
+/// written: not while the mark is unknown, whose file must not say more than
+/// the server knows.
+fn recordable(state: &State) -> Option<(Mark, shmem::Lineage)> {
+    let known = state.unknown.is_none_or(|u| matches!(u, Unknown::NotBefore(_)));
+    (known && state.generator.has_mark()).then(|| (state.generator.mark(), state.lineage()))
+}
+
+/// Releases worker `worker` of datacenter `datacenter` at a superuser's
+/// request: the lineage's primaries may claim it again once the clock has
+/// passed its last mark. Logged in WAL, so that the standbys know it too.
+pub fn release(datacenter: u64, worker: u64) -> Claim {
+    let node = Node { datacenter, worker };
+    let _writer = MarkWriter::acquire();
+    let state: State = *shmem::read();
+    if state.unknown.is_some_and(|u| !matches!(u, Unknown::NotBefore(_))) {
+        error::new(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "cannot release a worker number while the high-water mark of this data directory is unknown",
+        )
+        .set_hint("snowflake_status() and the server log say why the mark is unknown; release once it is known.")
+        .raise(PgLogLevel::ERROR);
+    }
+    let mut lineage = state.lineage();
+    let now = clock::now();
+    let released = lineage.claims.release(node, now).unwrap_or_else(|e| {
+        let text = settings::config().codec.node_text(node);
+        let (message, hint) = match e {
+            ReleaseError::Unknown => (
+                format!("{text} was never used by this server's lineage"),
+                "snowflake_worker_claims() lists the numbers it used.",
+            ),
+            ReleaseError::Current => (
+                format!("cannot release {text}: this server's lineage generates with it"),
+                "Only numbers of servers that no longer generate may be released.",
+            ),
+        };
+        error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message).set_hint(hint).raise(PgLogLevel::ERROR)
+    });
+    if state.generator.has_mark() {
+        if let Err(e) = state_file::write_mark(&state.generator.mark(), false, &lineage) {
+            ErrorReport::from(e).set_detail("The number was not released.").raise(PgLogLevel::ERROR);
+        }
+    }
+    let at = released.released_at.unwrap_or(now);
+    wal::log_release(&WalRelease { node, at });
+    shmem::lock().claims = lineage.claims;
+    released
+}
