@@ -86,12 +86,6 @@ fn insert(c: &Cluster, side: &str, n: i64) -> Vec<i64> {
     rows.iter().map(|r| r.get(0)).collect()
 }
 
-/// IDs of `side` stored on `c`.
-fn ids(c: &Cluster, side: &str) -> Vec<i64> {
-    let rows = c.connect().query("SELECT id FROM t WHERE side = $1", &[&side]).unwrap();
-    rows.iter().map(|r| r.get(0)).collect()
-}
-
 /// The decoded worker numbers of `ids`.
 fn workers_in(c: &Cluster, ids: &[i64]) -> HashSet<i32> {
     let rows = c
@@ -354,4 +348,348 @@ fn two_standbys_promoted_at_once_choose_apart() {
     insert(&t2, "t2", 100);
     let (wq, w1, w2) = (worker(&q).unwrap(), worker(&t1).unwrap(), worker(&t2).unwrap());
     assert!(wq != w1 && wq != w2, "a promoted standby took its primary's number: {wq} {w1} {w2}");
+}
+
+/// Waits until `c`'s archiver has archived the WAL segment in use now.
+fn archive_current_segment(c: &Cluster) {
+    let segment: String = c.one("SELECT pg_walfile_name(pg_switch_wal())");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let archived: Option<String> = c.one("SELECT last_archived_wal FROM pg_stat_archiver");
+        if archived.as_deref() >= Some(segment.as_str()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "segment {segment} was not archived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_point_in_time_restore_to_before_a_promotion_claims_apart_from_the_promoted_branch() {
+    let shared = Shared::new(&["archive_mode = on"]);
+    let archive = shared.archive();
+    let archiving = format!("archive_command = 'test ! -f {0}/%f && cp %p {0}/%f'", archive.display());
+    let p = shared.primary("p", "pg-1");
+    p.set(&archiving);
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let from_p = insert(&p, "p", 1000);
+    let backup = Cluster::base_backup_of(&p, "restored").on_host("pg-4");
+    let s1 = Cluster::standby_of(&p, "s1", &[]).on_host("pg-2");
+    s1.start();
+    let target: String = p.one("SELECT pg_current_wal_insert_lsn()::text");
+    let from_p2 = insert(&p, "p after target", 1000);
+    s1.wait_for_replay_of(&p);
+    archive_current_segment(&p);
+    // The standby is promoted (its history file goes to the shared archive)
+    // and generates; the old primary stops.
+    p.stop();
+    s1.promote();
+    let from_s1 = insert(&s1, "s1", 1000);
+    assert_eq!(worker(&s1), Some(2));
+    archive_current_segment(&s1);
+
+    // The backup, restored to a point before the promotion: it knows the
+    // primary's claim, not the promoted branch's.
+    backup.set(&format!("restore_command = 'cp {}/%f %p'", archive.display()));
+    backup.set(&format!("recovery_target_lsn = '{target}'"));
+    backup.set("recovery_target_action = 'promote'");
+    backup.set("recovery_target_timeline = 'current'");
+    backup.write_data_file("recovery.signal", b"");
+    backup.start();
+    backup.wait_until_writable();
+    let restored_ids = insert(&backup, "restored", 1000);
+    let number = worker(&backup).unwrap();
+    assert!(![1, 2].contains(&number), "the restore took {number}, which the lineage or its sibling holds");
+    assert_eq!(number, 4, "pg-4's ordinal");
+    let restored_timeline: i64 =
+        backup.one("SELECT timeline FROM snowflake_worker_claims() WHERE is_current AND claimed_here");
+    assert!(restored_timeline > 2, "the restore skipped the promoted branch's timeline: {restored_timeline}");
+    assert_above(&from_p, &restored_ids);
+    assert_no_repeat(&[("p", &from_p), ("p after", &from_p2), ("s1", &from_s1), ("restored", &restored_ids)]);
+}
+
+#[test]
+fn base_backups_started_as_primaries_claim_their_own_numbers() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let from_p = insert(&p, "p", 1000);
+    let s1 = Cluster::standby_of(&p, "s1", &[]).on_host("pg-2");
+    s1.start();
+    let from_p2 = insert(&p, "p", 1000);
+    s1.wait_for_replay_of(&p);
+    // A clone of the primary on a host of the same name (a restore onto the
+    // same machine): its state file says pg-1 claimed 1, on this timeline,
+    // but it came with a backup_label: the claim is its source's.
+    let clone = Cluster::base_backup_of(&p, "clone").on_host("pg-1");
+    clone.start();
+    // A crash before its first ID: the backup_label is gone at the next
+    // start, and the state file still must not say the claim is its own.
+    clone.stop_immediate();
+    clone.start();
+    let from_clone = insert(&clone, "clone", 1000);
+    let cloned = worker(&clone).unwrap();
+    assert_ne!(cloned, 1, "a clone took its source's number");
+    // A base backup taken from the standby, started as a primary.
+    let from_standby = Cluster::base_backup_of(&s1, "fromstandby").on_host("pg-5");
+    // (A backup of a standby holds its standby.signal.)
+    assert!(from_standby.remove_data_file_if_there("standby.signal"));
+    from_standby.start();
+    let ids_b = insert(&from_standby, "b", 1000);
+    assert_eq!(worker(&from_standby), Some(5));
+    // A base backup of the standby started as a standby of the primary,
+    // then promoted.
+    let b2 = Cluster::base_backup_of(&s1, "b2").on_host("pg-6");
+    b2.write_data_file("standby.signal", b"");
+    b2.set(&format!("primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name=b2'", p.port));
+    b2.start();
+    let from_p3 = insert(&p, "p", 1000);
+    b2.wait_for_replay_of(&p);
+    assert_eq!(worker(&b2), None);
+    b2.promote();
+    let ids_b2 = insert(&b2, "b2", 1000);
+    assert_eq!(worker(&b2), Some(6));
+    assert_eq!(worker(&p), Some(1));
+    let p_ids: Vec<i64> = from_p.iter().chain(&from_p2).chain(&from_p3).copied().collect();
+    assert_no_repeat(&[("p", &p_ids), ("clone", &from_clone), ("b", &ids_b), ("b2", &ids_b2)]);
+}
+
+#[test]
+fn a_crash_between_the_claims_state_file_and_its_wal_record_keeps_the_claim_and_the_standbys_learn_it() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let from_p = insert(&p, "p", 1000);
+    let s1 = Cluster::standby_of(&p, "s1", &[]).on_host("pg-2");
+    s1.start();
+    s1.wait_for_replay_of(&p);
+    p.stop();
+    s1.promote();
+    // s1 is promoted and has not claimed yet. A crash between the claim's
+    // two writes leaves what the first write makes: the state file names
+    // the claim, this server's own, on its timeline; WAL has no record of it.
+    s1.connect().batch_execute("CHECKPOINT").unwrap();
+    s1.stop_immediate();
+    let text = String::from_utf8(common::as_root("cat", &[s1.state_file().to_str().unwrap()]).stdout).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with("crc32="))
+        .map(|l| match l {
+            "current=1,1" => "current=1,7".to_string(),
+            "claimed_here=no" => "claimed_here=yes".to_string(),
+            "worker_id=1" => "worker_id=7".to_string(),
+            l if l.starts_with("claim=1,1,auto,1,") => {
+                let mut fields: Vec<&str> = l.split(',').collect();
+                let superseded = now.to_string();
+                fields[6] = &superseded;
+                format!("{}\nclaim=1,7,auto,2,{now},-,-,-,pg-2", fields.join(","))
+            }
+            l => l.to_string(),
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert!(body.contains("claim=1,7,auto,2,") && body.contains("claimed_here=yes"), "{text}");
+    s1.write_data_file("snowflake_id.state", common::seal_state_file(&body).as_bytes());
+    s1.start();
+    let from_s1 = insert(&s1, "s1", 1000);
+    assert_eq!(worker(&s1), Some(7), "the claim in its file is its own, on its timeline");
+    assert!(!s1.log().contains("snowflake_id claimed worker"), "no second claim");
+    // A standby of s1 learns the number from its marks, and promoted in a
+    // split brain beside it, it takes another.
+    let s2 = Cluster::standby_of(&s1, "s2", &[]).on_host("pg-7");
+    s2.start();
+    let from_s1_b = insert(&s1, "s1", 1000);
+    wait_for_claim(&s2, &s1, 7);
+    s2.promote();
+    let from_s2 = insert(&s2, "s2", 1000);
+    let from_s1_c = insert(&s1, "s1", 1000);
+    let w2 = worker(&s2).unwrap();
+    assert!(![1, 7].contains(&w2), "the standby took {w2}");
+    let s1_ids: Vec<i64> = from_s1.iter().chain(&from_s1_b).chain(&from_s1_c).copied().collect();
+    assert_above(&from_p, &from_s1);
+    assert_no_repeat(&[("p", &from_p), ("s1", &s1_ids), ("s2", &from_s2)]);
+}
+
+#[test]
+fn with_every_number_held_a_claim_is_refused_until_a_superuser_releases_one() {
+    // One worker bit: two numbers.
+    let shared = Shared::new(&["snowflake_id.layout = 'timestamp:41,datacenter:5,worker:1,sequence:16'"]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let from_p = insert(&p, "p", 1000);
+    assert_eq!(worker(&p), Some(1));
+    let s = Cluster::standby_of(&p, "s", &[]).on_host("pg-2");
+    s.start();
+    s.wait_for_replay_of(&p);
+    p.stop();
+    s.promote();
+    let from_s = insert(&s, "s", 1000);
+    assert_eq!(worker(&s), Some(0), "pg-2's ordinal, modulo two");
+    let t = Cluster::standby_of(&s, "t", &[]).on_host("pg-3");
+    t.start();
+    t.wait_for_replay_of(&s);
+    // A split brain: t promoted while s runs. 0 is s's, 1 was superseded
+    // moments ago: none is free.
+    t.promote();
+    let e = t.connect().query_one("SELECT snowflake_next_id()", &[]).unwrap_err();
+    let (code, message, hint) = db_error(&e);
+    assert_eq!(code, "53400");
+    assert_eq!(message, "could not claim a worker number: all 2 numbers of datacenter 1 are held");
+    assert!(hint.contains("snowflake_release_worker()") && hint.contains("by hand"), "{hint}");
+    let detail = e.as_db_error().unwrap().detail().unwrap().to_string();
+    assert!(detail.contains("The first is free from"), "{detail}");
+    assert_eq!(common::refused(&t, "no_worker"), 1);
+    assert_eq!(worker(&t), None);
+
+    // Only a superuser releases; not the lineage's current number.
+    let mut ts = t.connect();
+    ts.batch_execute("CREATE ROLE app LOGIN").unwrap();
+    let mut app =
+        postgres::Client::connect(&format!("host=127.0.0.1 port={} user=app dbname=postgres", t.port), postgres::NoTls)
+            .unwrap();
+    let e = app.query_one("SELECT snowflake_release_worker(1)", &[]).unwrap_err();
+    assert_eq!(db_error(&e).0, "42501");
+    let e = app.query_one("SELECT count(*) FROM snowflake_worker_claims()", &[]).unwrap_err();
+    assert_eq!(db_error(&e).0, "42501");
+    ts.batch_execute("GRANT pg_monitor TO app").unwrap();
+    let listed: i64 = app.query_one("SELECT count(*) FROM snowflake_worker_claims()", &[]).unwrap().get(0);
+    assert_eq!(listed, 2);
+    let e = ts.query_one("SELECT snowflake_release_worker(0)", &[]).unwrap_err();
+    assert_eq!(db_error(&e).1, "cannot release datacenter 1, worker 0: this server's lineage generates with it");
+    let e = ts.query_one("SELECT snowflake_release_worker(1, 3)", &[]).unwrap_err();
+    assert_eq!(db_error(&e).1, "datacenter 3, worker 1 was never used by this server's lineage");
+    // pg-1 is gone for good: release its number. The next call claims it
+    // once the clock has passed pg-1's last mark (within max_wait).
+    let free_from: std::time::SystemTime = ts.query_one("SELECT snowflake_release_worker(1)", &[]).unwrap().get(0);
+    assert!(free_from <= std::time::SystemTime::now() + Duration::from_secs(5));
+    let from_t = insert(&t, "t", 1000);
+    assert_eq!(worker(&t), Some(1));
+    let released: bool = t.one("SELECT released_at IS NOT NULL FROM snowflake_worker_claims() WHERE worker_id = 1");
+    assert!(!released, "claimed anew");
+    assert_above(&from_s, &from_t);
+    assert_no_repeat(&[("p", &from_p), ("s", &from_s), ("t", &from_t)]);
+}
+
+#[test]
+fn switching_a_cluster_from_a_fixed_number_to_auto_and_back_repeats_no_id() {
+    let shared = Shared::new(&[]);
+    let p = Cluster::new("p", &[&shared.include, "snowflake_id.worker_id = 5"]).on_host("pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let fixed = insert(&p, "fixed", 1000);
+    assert_eq!(worker(&p), Some(5));
+    let row = p.connect().query_one("SELECT worker_id_source FROM snowflake_status()", &[]).unwrap();
+    assert_eq!(row.get::<_, String>(0), "setting");
+    assert_eq!(claims(&p), [(5, "setting".into(), true, false)]);
+    // To auto: the first claim takes neither the fixed number nor any other
+    // the lineage used (pg-1's ordinal is free).
+    p.stop();
+    p.set("snowflake_id.worker_id = auto");
+    p.start();
+    let auto = insert(&p, "auto", 1000);
+    assert_eq!(worker(&p), Some(1));
+    assert_eq!(claims(&p), [(5, "setting".into(), false, false), (1, "auto".into(), true, true)]);
+    // And back to a number: it continues above every ID.
+    p.stop();
+    p.set("snowflake_id.worker_id = 5");
+    p.start();
+    let back = insert(&p, "back", 1000);
+    assert_eq!(worker(&p), Some(5));
+    assert!(p.log().contains("snowflake_id node number changed since the state file was written"));
+    assert_above(&fixed, &auto);
+    assert_above(&auto, &back);
+    assert_no_repeat(&[("fixed", &fixed), ("auto", &auto), ("back", &back)]);
+    // A fixed cluster's standby switched with it: promoted, it avoids both.
+    let s = Cluster::standby_of(&p, "s", &["snowflake_id.worker_id = auto"]).on_host("pg-5");
+    s.start();
+    let more = insert(&p, "back", 1000);
+    s.wait_for_replay_of(&p);
+    p.stop();
+    s.promote();
+    let promoted = insert(&s, "s", 1000);
+    let w = worker(&s).unwrap();
+    assert!(![1, 5].contains(&w), "took {w}");
+    assert_above(&more, &promoted);
+}
+
+#[test]
+fn pg_rewind_of_an_old_primary_then_its_promotion_takes_a_new_number() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let before = insert(&p, "before", 1000);
+    let s1 = Cluster::standby_of(&p, "s1", &[]).on_host("pg-2");
+    s1.start();
+    s1.wait_for_replay_of(&p);
+    // Split brain: both generate; the old primary's IDs on its diverged
+    // timeline never reach the new one.
+    s1.promote();
+    let diverged = insert(&p, "diverged", 2000);
+    let from_s1 = insert(&s1, "s1", 2000);
+    rewind(&p, &s1);
+    p.start();
+    let from_s1_b = insert(&s1, "s1", 1000);
+    wait_for_claim(&p, &s1, 2);
+    assert_eq!(worker(&p), None, "rewound and following s1: no number of its own");
+    let gone: i64 = p.one("SELECT count(*) FROM t WHERE side = 'diverged'");
+    assert_eq!(gone, 0, "the rewind removed the diverged rows");
+    // Promoted again (s1 gone): a number neither 1 (its IDs of the diverged
+    // timeline) nor 2.
+    s1.stop();
+    p.promote();
+    let after = insert(&p, "after", 2000);
+    let w = worker(&p).unwrap();
+    assert!(![1, 2].contains(&w), "took {w}");
+    let s1_ids: Vec<i64> = from_s1.iter().chain(&from_s1_b).copied().collect();
+    assert_above(&s1_ids, &after);
+    assert_no_repeat(&[("before", &before), ("diverged", &diverged), ("s1", &s1_ids), ("after", &after)]);
+    // Its restart keeps the new number.
+    p.stop();
+    p.start();
+    let later = insert(&p, "after", 1000);
+    assert_eq!(worker(&p), Some(w));
+    assert_above(&after, &later);
+}
+
+#[test]
+fn pg_upgrade_of_an_auto_cluster_keeps_its_claim() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let from_p = insert(&p, "p", 1000);
+    // The cluster to upgrade is a promoted standby: on timeline 2, with a
+    // claim of its own there.
+    let s = Cluster::standby_of(&p, "s", &[]).on_host("pg-2");
+    s.start();
+    s.wait_for_replay_of(&p);
+    p.stop();
+    s.promote();
+    let from_s = insert(&s, "s", 1000);
+    assert_eq!(worker(&s), Some(2));
+    s.stop();
+    let new = Cluster::new("new", &[&shared.include]).on_host("pg-2");
+    s.pg_upgrade(&new, &[]).unwrap_or_else(|out| panic!("{out}"));
+    // The documented step: the old cluster's state file, copied over.
+    let copied = new.run_program("cp", &[s.state_file().to_str().unwrap(), new.state_file().to_str().unwrap()]);
+    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
+    new.start();
+    let upgraded = insert(&new, "new", 1000);
+    // pg_upgrade starts the new cluster on timeline 1 again: the claim of
+    // timeline 2 is kept, claimed again there.
+    assert_eq!(worker(&new), Some(2), "the claim of the upgraded cluster");
+    let log = new.log();
+    assert!(log.contains("snowflake_id keeps worker 2 of datacenter 1, claimed again on timeline 1"), "{log}");
+    assert!(!log.contains("snowflake_id claimed worker"), "{log}");
+    let timeline: i64 = new.one("SELECT timeline FROM snowflake_worker_claims() WHERE is_current");
+    assert_eq!(timeline, 1);
+    assert_eq!(claims(&new), [(1, "auto".into(), false, false), (2, "auto".into(), true, true)]);
+    assert_above(&from_s, &upgraded);
+    assert_no_repeat(&[("p", &from_p), ("s", &from_s), ("new", &upgraded)]);
 }

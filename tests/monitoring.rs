@@ -316,7 +316,7 @@ fn the_exporter_serves_every_metric_with_the_servers_values() {
 
     // One refusal, by max_wait; every other reason at zero.
     let refusals = samples.get("snowflake_id_refusals_total").expect("refusals are served");
-    assert_eq!(refusals.len(), 9, "{refusals:?}");
+    assert_eq!(refusals.len(), 10, "{refusals:?}");
     for (labels, value) in refusals {
         let reason = labels.get("reason").expect("a reason");
         let column = format!("refused_{reason}");

@@ -308,7 +308,7 @@ fn an_upgrade_from_0_2_0_continues_above_its_state_file_with_no_marks_in_wal_yet
     drop(s);
     c.stop();
     let text = std::fs::read_to_string(c.state_file()).unwrap();
-    assert!(text.contains("version=3\nkind=resume\n"), "{text}");
+    assert!(text.contains("version=4\nkind=resume\n"), "{text}");
     c.start();
     let next: i64 = c.one("SELECT snowflake_next_id()");
     assert!(next > id);

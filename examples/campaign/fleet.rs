@@ -4,7 +4,10 @@
 //! - lineage P: a primary with a physical standby (synchronous in some
 //!   phases); after a failover the promoted standby is the primary, and the
 //!   old one is rebuilt as its standby; a point-in-time restore makes a base
-//!   backup the primary;
+//!   backup the primary. Its datacenter is its own: the lineage runs with
+//!   its number set by hand or with `worker_id = auto` (drawn at the start,
+//!   and switched at half the failovers), when each new primary claims a
+//!   worker number of that datacenter;
 //! - lineage Q: a second generating server with another number;
 //! - A: an aggregator subscribed to P and Q, `snowflake_guard()` armed.
 //!
@@ -53,12 +56,18 @@ pub const KINDS: [&str; 22] = [
 const Q_DATA_MB: u32 = 512;
 const Q_WAL_MB: u32 = 256;
 
+/// Lineage P's datacenter, no other server's: with `worker_id = auto` its
+/// primaries claim any worker number of it.
 pub const DATACENTER: i32 = 1;
+/// P's worker number while the lineage sets it by hand.
 pub const P_WORKER: i32 = 1;
+/// Q's first number; its renumberings walk the datacenters from there.
+const Q_FIRST: (i32, i32) = (2, 0);
 /// The datacenter of the numbers that standbys promoted in a split brain
 /// get when they have one of their own: no other server of the fleet uses it.
 pub const SPLIT_DATACENTER: i32 = 31;
-const A_WORKER: i32 = 31;
+/// The aggregator's number, in a datacenter of its own.
+const A_NUMBER: (i32, i32) = (30, 31);
 /// The default epoch (2025-01-01), in Unix milliseconds.
 const EPOCH_MS: i64 = 1_735_689_600_000;
 
@@ -92,6 +101,25 @@ fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
     ]
 }
 
+/// Lineage P's `snowflake_id.worker_id`.
+pub fn p_worker_setting(auto: bool) -> String {
+    if auto {
+        "auto".into()
+    } else {
+        P_WORKER.to_string()
+    }
+}
+
+/// The number a server of lineage P generates with, as messages name it;
+/// an auto primary claims before it answers (its first ID, made here).
+pub fn p_number(c: &Cluster) -> String {
+    let mut s = c.connect();
+    let _ = s.query_one("SELECT snowflake_next_id()", &[]);
+    let row = s.query_one("SELECT datacenter_id, worker_id FROM snowflake_status()", &[]).unwrap();
+    let (datacenter, worker): (i32, Option<i32>) = (row.get(0), row.get(1));
+    format!("(datacenter {datacenter}, worker {})", worker.map_or("none".into(), |w| w.to_string()))
+}
+
 pub fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
@@ -101,11 +129,10 @@ fn conninfo(c: &Cluster) -> String {
 }
 
 /// The number after `(datacenter, worker)` in Q's renumberings: one no
-/// server of the fleet has used, P's and A's never, nor the datacenter of
-/// split brains (it is reached after 957 renumberings, some 30 hours).
+/// server of the fleet has used, never in P's datacenter, A's nor the
+/// split brains' (those are reached after 896 renumberings, some 30 hours).
 fn next_unused_number((datacenter, worker): (i32, i32)) -> (i32, i32) {
-    let last_worker = if datacenter == DATACENTER { A_WORKER - 1 } else { MAX_WORKER };
-    if worker < last_worker {
+    if worker < MAX_WORKER {
         (datacenter, worker + 1)
     } else {
         (datacenter + 1, 0)
@@ -137,6 +164,8 @@ pub struct Fleet {
     pub net: Net,
     /// Split brains whose promoted standby had a number of its own.
     pub splits_with_own_number: i32,
+    /// Lineage P runs with `snowflake_id.worker_id = auto`.
+    pub p_auto: bool,
     generation: usize,
 }
 
@@ -173,14 +202,18 @@ fn standby_settings(primary: &Cluster, name: &str) -> Vec<String> {
 }
 
 impl Fleet {
-    pub fn start(rec: Recorder) -> Fleet {
+    /// The fleet, lineage P with `worker_id = auto` when `p_auto`.
+    pub fn start(rec: Recorder, p_auto: bool) -> Fleet {
         let net = Net::new();
         let p = Cluster::with_fake_clock("p1", &refs(&publisher_settings((DATACENTER, P_WORKER))));
+        if p_auto {
+            p.set("snowflake_id.worker_id = auto");
+        }
         p.start();
         p.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
         let s = Cluster::standby_with_fake_clock(&p, "s1", &refs(&standby_settings(&p, "s1")));
         s.start();
-        let q_number = (DATACENTER, 2);
+        let q_number = Q_FIRST;
         // Q's data directory and WAL each on a small file system of its own,
         // for the disk faults; its WAL kept small to fit.
         let mut q_settings = publisher_settings(q_number);
@@ -188,7 +221,7 @@ impl Fleet {
         let q = Cluster::on_small_disks_with_fake_clock("q", Q_DATA_MB, Q_WAL_MB, &refs(&q_settings));
         q.start();
         q.session().batch_execute(&format!("{TABLE}; CREATE PUBLICATION pub FOR TABLE t")).unwrap();
-        let mut a_settings = publisher_settings((DATACENTER, A_WORKER));
+        let mut a_settings = publisher_settings(A_NUMBER);
         a_settings.push("snowflake_id.guard_action = 'warning'".into());
         a_settings.push("log_min_messages = warning".into());
         let a = Cluster::new("a", &refs(&a_settings));
@@ -208,6 +241,7 @@ impl Fleet {
             rec,
             net,
             splits_with_own_number: 0,
+            p_auto,
             generation: 1,
         };
         for (sub, c) in [("sub_p", &fleet.primary.cluster), ("sub_q", &fleet.q.cluster)] {
@@ -248,7 +282,7 @@ impl Fleet {
             "postmaster_kill" => self.postmaster_kill(rng),
             "clean_restart" => self.clean_restart(rng),
             "clock_step" => self.clock_step(rng),
-            "failover" => self.failover(),
+            "failover" => self.failover(rng),
             "pitr_restore" => self.pitr_restore(),
             "settings_change" => self.settings_change(rng),
             "state_file_fault" => self.state_file_fault(rng),
@@ -324,19 +358,39 @@ impl Fleet {
     }
 
     /// The deployment guide's failover: the old primary is gone for good,
-    /// the standby is promoted and keeps the number; after an asynchronous
-    /// failover the new primary's floor is raised to the largest ID that got
-    /// out before it generates. Then the subscriber is re-pointed at it (a
-    /// slot made there), and the old primary is rebuilt as its standby.
-    fn failover(&mut self) -> (String, String) {
+    /// the standby is promoted and keeps the number (or, with `worker_id =
+    /// auto`, claims one); after an asynchronous failover the new primary's
+    /// floor is raised to the largest ID that got out before it generates.
+    /// Then the subscriber is re-pointed at it (a slot made there), and the
+    /// old primary is rebuilt as its standby. In half the failovers the
+    /// lineage switches between a number set by hand and `auto` first (the
+    /// standby restarted with the other setting, as configuration.md's
+    /// switching says), so both run, and the switch between them.
+    fn failover(&mut self, rng: &mut Rng) -> (String, String) {
         let Some(standby) = self.standby.take() else { return ("-".into(), "no standby".into()) };
+        let switched = rng.chance(50);
+        if switched {
+            self.p_auto = !self.p_auto;
+            standby.cluster.stop();
+            standby.cluster.set(&format!("snowflake_id.worker_id = {}", p_worker_setting(self.p_auto)));
+            standby.cluster.start();
+        }
         self.primary.cluster.stop_immediate();
         standby.cluster.promote();
         standby.cluster.wait_until_writable();
         let old = std::mem::replace(&mut self.primary, standby);
         let floor = if self.sync { None } else { self.raise_floor_to_what_got_out() };
         self.after_takeover();
-        (self.primary.name.clone(), format!("promoted, old primary {} rebuilt as standby, floor {floor:?}", old.name))
+        let number = p_number(&self.primary.cluster);
+        (
+            self.primary.name.clone(),
+            format!(
+                "promoted, old primary {} rebuilt as standby, floor {floor:?}, worker_id = {}{}, number {number}",
+                old.name,
+                p_worker_setting(self.p_auto),
+                if switched { " (switched)" } else { "" }
+            ),
+        )
     }
 
     /// A point-in-time restore of a base backup as a new server that takes
@@ -859,14 +913,16 @@ mod tests {
 
     /// Found by a 60-minute run: the 30th renumbering gave Q worker 31,
     /// the aggregator's number, and the next one 32, which the layout has
-    /// not (the server refused to start, and the campaign stopped).
+    /// not (the server refused to start, and the campaign stopped). Q never
+    /// enters P's datacenter either, whose numbers auto primaries claim.
     #[test]
     fn renumberings_never_repeat_a_number_nor_leave_the_layout() {
-        let mut seen = std::collections::HashSet::from([(DATACENTER, P_WORKER), (DATACENTER, A_WORKER)]);
-        let mut number = (DATACENTER, 2);
-        for _ in 0..900 {
+        let mut seen = std::collections::HashSet::from([A_NUMBER, Q_FIRST]);
+        let mut number = Q_FIRST;
+        for _ in 0..880 {
             number = next_unused_number(number);
-            assert!((0..SPLIT_DATACENTER).contains(&number.0) && (0..=MAX_WORKER).contains(&number.1), "{number:?}");
+            assert!((DATACENTER + 1..A_NUMBER.0).contains(&number.0), "{number:?}");
+            assert!((0..=MAX_WORKER).contains(&number.1), "{number:?}");
             assert!(seen.insert(number), "{number:?} again");
         }
     }

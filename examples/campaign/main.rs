@@ -55,8 +55,11 @@ fn main() {
     let args = args();
     std::fs::create_dir_all(&args.out).unwrap();
     let rec = Recorder::new(&args.out.join("history.csv"), &args.out.join("errors.csv"), &args.out.join("events.csv"));
-    println!("campaign: setting up the fleet");
-    let mut fleet = Fleet::start(rec.clone());
+    // Lineage P starts with worker_id = auto or with its number set by hand,
+    // as the seed says; half the failovers switch it.
+    let p_auto = Rng::fork(args.seed, 2).chance(50);
+    println!("campaign: setting up the fleet, lineage P with worker_id = {}", fleet::p_worker_setting(p_auto));
+    let mut fleet = Fleet::start(rec.clone(), p_auto);
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..args.clients)
         .map(|n| {

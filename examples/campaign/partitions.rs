@@ -8,7 +8,9 @@ use std::thread::{sleep, JoinHandle};
 use std::time::Duration;
 
 use crate::common::Cluster;
-use crate::fleet::{caught_up, guard_clashes, refs, wait_for, Fleet, DATACENTER, P_WORKER, SPLIT_DATACENTER, TABLE};
+use crate::fleet::{
+    caught_up, guard_clashes, p_number, refs, wait_for, Fleet, DATACENTER, P_WORKER, SPLIT_DATACENTER, TABLE,
+};
 use crate::net::{conninfo, Link};
 use crate::record::{now_us, Id, Recorder};
 use crate::rng::Rng;
@@ -142,21 +144,24 @@ impl Fleet {
     }
 
     /// A split brain: an asynchronous standby of the primary, made for the
-    /// fault, is cut off and promoted while the primary goes on. It has a
-    /// number of its own (as docs/deployment.md asks of every server) or,
-    /// in half the faults, its primary's. Its IDs join the history, as a
-    /// lineage of its own; once the link is back, its rows meet the
-    /// primary's at the aggregator through logical replication (a slot made
-    /// at the promotion, so they are the rows of the split). With a number
-    /// of its own nothing may repeat or be reported; with a shared one,
-    /// repeats are the documented limit, and the guard must report them.
+    /// fault, is cut off and promoted while the primary goes on. With the
+    /// lineage's number set by hand, it has a number of its own (as
+    /// docs/deployment.md asks of every server) or, in half the faults, its
+    /// primary's; with `worker_id = auto` it claims one when promoted, in
+    /// the primary's datacenter. Its IDs join the history, as a lineage of
+    /// its own; once the link is back, its rows meet the primary's at the
+    /// aggregator through logical replication (a slot made at the
+    /// promotion, so they are the rows of the split). With a number of its
+    /// own or a claimed one nothing may repeat or be reported; with a shared
+    /// one, repeats are the documented limit, and the guard must report them.
     pub fn split_brain(&mut self, rng: &mut Rng) -> (String, String) {
-        let shared = rng.chance(50);
+        let auto = self.p_auto;
+        let shared = !auto && rng.chance(50);
         let name = self.next_name("b");
         let p = &self.primary.cluster;
         let mut settings =
             vec![format!("primary_conninfo = '{} application_name={name}'", conninfo(Link::Fault, p.port))];
-        let number = if shared {
+        let number = if shared || auto {
             (DATACENTER, P_WORKER)
         } else {
             self.splits_with_own_number += 1;
@@ -196,8 +201,12 @@ impl Fleet {
         );
         self.a.connect().batch_execute(&sql).unwrap();
         // A report of this number: the guard counts other findings too.
-        let (datacenter, worker) = number;
-        let number_text = format!("(datacenter {datacenter}, worker {worker})");
+        let number_text = if auto {
+            p_number(&b)
+        } else {
+            let (datacenter, worker) = number;
+            format!("(datacenter {datacenter}, worker {worker})")
+        };
         let reported = |a: &Cluster| {
             guard_clashes(a) > before
                 && a.one::<Option<String>>("SELECT last_clash FROM snowflake_status()")
@@ -215,7 +224,11 @@ impl Fleet {
         let detected = detected || reported(&self.a);
         self.a.connect().batch_execute("DROP SUBSCRIPTION sub_split").unwrap();
         drop(b);
-        let whose = if shared { "shared with its old primary" } else { "of its own" };
+        let whose = match (shared, auto) {
+            (true, _) => "shared with its old primary".to_string(),
+            (false, true) => format!("claimed by worker_id = auto beside its old primary's {}", p_number(p)),
+            (false, false) => "of its own".to_string(),
+        };
         // The fault happened as meant: a standby that streamed, then issued
         // IDs of its own that reached the aggregator.
         let ok = streaming && written > 0 && applied;

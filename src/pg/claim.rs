@@ -69,21 +69,29 @@ pub fn settle() -> Result<(), NoneFree> {
     let config = settings::config();
     let timeline = wal::insertion_timeline();
     let host = host_name();
-    if let Some(own) = state.claims.own_claim() {
-        if own.timeline == timeline && own.host == Host::new(&host) && own.node == state.node {
-            shmem::lock().claim_pending = false;
-            return Ok(());
-        }
+    let own = state.claims.own_claim().filter(|c| c.host == Host::new(&host) && c.node == state.node);
+    if own.is_some_and(|c| c.timeline == timeline) {
+        shmem::lock().claim_pending = false;
+        return Ok(());
     }
     let now = clock::now();
-    let data_dir = settings::state_path().parent().map(|d| d.display().to_string()).unwrap_or_default();
-    // SAFETY: set from the configuration before libraries load.
-    let port = u16::try_from(unsafe { pg_sys::PostPortNumber }).unwrap_or(0);
-    let instance = Instance { host: &host, data_dir: &data_dir, port };
     let datacenter = config.node.datacenter;
-    let bits = config.codec.layout.width(Field::Worker);
-    let reuse_after = settings::worker_reuse_after_ms();
-    let worker = state.claims.choose(&instance, datacenter, bits, timeline, now, reuse_after)?;
+    // Timelines only grow along a lineage, but pg_upgrade (and pg_resetwal)
+    // start the new cluster on timeline 1 again: an own claim of a later
+    // timeline is this server's, upgraded. It keeps its number, claimed
+    // again on this timeline, so that the next promotion is told apart.
+    let (worker, kept) = match own.filter(|c| c.timeline > timeline) {
+        Some(upgraded) => (upgraded.node.worker, Some(upgraded.timeline)),
+        None => {
+            let data_dir = settings::state_path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+            // SAFETY: set from the configuration before libraries load.
+            let port = u16::try_from(unsafe { pg_sys::PostPortNumber }).unwrap_or(0);
+            let instance = Instance { host: &host, data_dir: &data_dir, port };
+            let bits = config.codec.layout.width(Field::Worker);
+            let reuse_after = settings::worker_reuse_after_ms();
+            (state.claims.choose(&instance, datacenter, bits, timeline, now, reuse_after)?, None)
+        }
+    };
     let node = Node { datacenter, worker };
     let claim = Claim::auto(node, timeline, now, Host::new(&host));
     let mut lineage = state.lineage();
@@ -122,22 +130,30 @@ pub fn settle() -> Result<(), NoneFree> {
         state.claim_pending = false;
         state.mark_lsn = lsn;
     }
-    error::new(
-        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
-        format!(
-            "snowflake_id claimed worker {worker}{} on timeline {timeline}",
-            if codec.layout.field(Field::Datacenter).is_some() {
-                format!(" of datacenter {datacenter}")
-            } else {
-                String::new()
-            }
-        ),
-    )
-    .set_detail(format!(
-        "No server of this lineage used it{}. Its IDs lie above every ID this server's lineage issued.",
-        if state.claims.get(node).is_some() { " since it was released or superseded long enough ago" } else { "" }
-    ))
-    .report(PgLogLevel::LOG_SERVER_ONLY);
+    let of_datacenter = if codec.layout.field(Field::Datacenter).is_some() {
+        format!(" of datacenter {datacenter}")
+    } else {
+        String::new()
+    };
+    let report = match kept {
+        Some(before) => error::new(
+            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            format!("snowflake_id keeps worker {worker}{of_datacenter}, claimed again on timeline {timeline}"),
+        )
+        .set_detail(format!(
+            "This server claimed it on timeline {before}; the timeline went back, as pg_upgrade makes it."
+        )),
+        None => error::new(
+            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            format!("snowflake_id claimed worker {worker}{of_datacenter} on timeline {timeline}"),
+        )
+        .set_detail(format!(
+            "No server of this lineage may still generate with it{}. Its IDs lie above every ID of this server's \
+             lineage.",
+            if state.claims.get(node).is_some() { " (released, or superseded long enough ago)" } else { "" }
+        )),
+    };
+    report.report(PgLogLevel::LOG_SERVER_ONLY);
     Ok(())
 }
 

@@ -131,6 +131,7 @@ pub fn parse_worker(text: &str) -> Result<Worker, ConfigError> {
         return Ok(Worker::Auto);
     }
     parse_identity_number("snowflake_id.worker_id", text).map(Worker::Number).map_err(|e| ConfigError {
+        detail: format!("The value must be auto, or {}", e.detail.replacen("The value must be a", "a", 1)),
         hint: "Write snowflake_id.worker_id in plain decimal digits, such as 7, or auto to have each primary claim \
                one."
             .into(),
@@ -349,6 +350,11 @@ mod tests {
         let e = parse_worker("automatic").unwrap_err();
         assert_eq!((e.setting, e.value.as_str()), ("snowflake_id.worker_id", "automatic"));
         assert!(e.hint.contains("or auto"), "{}", e.hint);
+        assert!(
+            e.detail.starts_with("The value must be auto, or a whole number written in decimal digits"),
+            "{}",
+            e.detail
+        );
         assert!(parse_worker("07").is_err());
     }
 

@@ -19,6 +19,7 @@ mod tests {
         assert_eq!(one::<String>("SHOW snowflake_id.max_clock_drift"), "1d");
         assert_eq!(one::<String>("SHOW snowflake_id.max_wait"), "10s");
         assert_eq!(one::<String>("SHOW snowflake_id.guard_action"), "error");
+        assert_eq!(one::<String>("SHOW snowflake_id.worker_reuse_after"), "7d");
         // The contexts below say which settings a session cannot set; errors.sql
         // shows each SET refused and the setting unchanged.
         let contexts = one::<String>(
@@ -28,7 +29,7 @@ mod tests {
             contexts,
             "snowflake_id.datacenter_id=postmaster snowflake_id.epoch=postmaster snowflake_id.guard_action=sighup \
              snowflake_id.layout=postmaster snowflake_id.max_clock_drift=sighup snowflake_id.max_wait=sighup snowflake_id.tick_ms=postmaster \
-             snowflake_id.wal_rmgr_id=postmaster snowflake_id.worker_id=postmaster"
+             snowflake_id.wal_rmgr_id=postmaster snowflake_id.worker_id=postmaster snowflake_id.worker_reuse_after=sighup"
         );
     }
 
@@ -45,8 +46,9 @@ mod tests {
             labels,
             "snowflake_adopt(3):vu snowflake_decode(1):ssS snowflake_decode(4):is snowflake_decode(4):is \
              snowflake_from_timestamp(1):ssS snowflake_guard(2):vu snowflake_guard_check(0):vu \
-             snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_raise_floor(1):vuS snowflake_status(0):vsS \
-             snowflake_timestamp(1):ssS"
+             snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_raise_floor(1):vuS \
+             snowflake_release_worker(2):vu snowflake_status(0):vsS snowflake_timestamp(1):ssS \
+             snowflake_worker_claims(0):ssS"
         );
         let one_row = one::<bool>(
             "SELECT bool_and(prorows = 1) FROM pg_proc WHERE proname IN ('snowflake_decode', 'snowflake_status')",

@@ -77,13 +77,21 @@ ALTER SYSTEM SET snowflake_id.epoch = 'last tuesday';
 ALTER SYSTEM SET snowflake_id.epoch = '1969-12-31';
 ALTER SYSTEM SET snowflake_id.epoch = '1735689600';
 ALTER SYSTEM SET snowflake_id.worker_id = 32;
+ALTER SYSTEM SET snowflake_id.worker_id = 'automatic';
+ALTER SYSTEM SET snowflake_id.worker_id = '07';
 ALTER SYSTEM SET snowflake_id.datacenter_id = 40;
 ALTER SYSTEM SET snowflake_id.wal_rmgr_id = 99;
 -- Accepted, then taken back.
 ALTER SYSTEM SET snowflake_id.worker_id = 9;
+ALTER SYSTEM SET snowflake_id.worker_id = auto;
 ALTER SYSTEM SET snowflake_id.layout = 'pgedge';
 ALTER SYSTEM RESET snowflake_id.worker_id;
 ALTER SYSTEM RESET snowflake_id.layout;
+
+-- Releases of worker numbers this server's lineage never used, or uses now.
+SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(9)');
+SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(7)');
+SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(7, 4)');
 
 -- Floors a DBA asks for that are no ID of this server, or too far ahead.
 SELECT * FROM pg_temp.try('SELECT snowflake_raise_floor(-1)');
