@@ -7,13 +7,15 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use snowflake_id_fuzz::snowflake::claims::Instance;
 use snowflake_id_fuzz::snowflake::codec::{Codec, Node};
 use snowflake_id_fuzz::snowflake::generator::{Generator, Window};
+use snowflake_id_fuzz::snowflake::layout::Field;
 use snowflake_id_fuzz::snowflake::preset;
 use snowflake_id_fuzz::snowflake::state_file::{parse, seal, StateFile};
 use snowflake_id_fuzz::snowflake::time::TimeBase;
 
-const KEYS: [&str; 17] = [
+const KEYS: [&str; 20] = [
     "version",
     "kind",
     "mark_unix_ms",
@@ -28,6 +30,9 @@ const KEYS: [&str; 17] = [
     "datacenter_id",
     "worker_id",
     "id_space",
+    "current",
+    "claimed_here",
+    "claim",
     "reason",
     "sequence",
     "crc32",
@@ -60,6 +65,13 @@ fuzz_target!(|input: Input<'_>| {
     };
     let _ = record.changed_scale(&own);
     let _ = record.changed_node(Node::default());
+    // The lineage's numbers, and a claim chosen from them.
+    let claims = record.claims.to_claims();
+    let instance = Instance { host: "pg-3", data_dir: "/var/lib/postgresql/data", port: 5432 };
+    let bits = codec.layout.width(Field::Worker);
+    if let Ok(worker) = claims.choose(&instance, record.node.datacenter, bits, 2, record.mark.instant, 0) {
+        assert!(!claims.holds(Node { datacenter: record.node.datacenter, worker }, record.mark.instant, 0));
+    }
     let template = codec.template(record.node);
     let _ = Generator::new(template, Window::of(&template, &codec.time), Some(mark));
     // A record the server wrote reads back as it was.
