@@ -28,6 +28,8 @@ type ClaimRow = (
 /// `worker_id = auto`, or set by hand and seen in its marks), oldest first,
 /// with when each may be claimed again (`reusable_from`, NULL for the number
 /// in use). Granted to pg_monitor.
+// pgrx reads the columns from the signature: no type alias there.
+#[allow(clippy::type_complexity)]
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_worker_claims() -> TableIterator<
     'static,

@@ -80,7 +80,7 @@ impl WalClaim {
     }
 
     pub fn decode(b: &[u8]) -> Result<WalClaim, ClaimRecordError> {
-        check(b, |len| len >= CLAIM_FIXED && len <= CLAIM_FIXED + HOST_LEN)?;
+        check(b, |len| (CLAIM_FIXED..=CLAIM_FIXED + HOST_LEN).contains(&len))?;
         if usize::from(b[1]) != b.len() - CLAIM_FIXED {
             return Err(ClaimRecordError::Length(b.len()));
         }

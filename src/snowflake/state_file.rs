@@ -155,7 +155,7 @@ impl StateRecord {
         let _ = writeln!(body, "worker_id={}", self.node.worker);
         let _ = writeln!(body, "id_space={}", self.id_space);
         let claims = &self.claims;
-        let _ = writeln!(body, "current={}", claims.current.map_or_else(|| "-".into(), |n| node_text(n)));
+        let _ = writeln!(body, "current={}", claims.current.map_or_else(|| "-".into(), node_text));
         let _ = writeln!(body, "claimed_here={}", if claims.own { "yes" } else { "no" });
         for c in &claims.entries {
             let _ = writeln!(
