@@ -125,7 +125,9 @@ fn claims(c: &Cluster) -> Vec<(i32, String, bool, bool)> {
 
 /// Points a standby at another primary, as an HA manager does, and restarts it.
 fn follow(standby: &Cluster, primary: &Cluster) {
-    standby.stop();
+    if standby.is_running() {
+        standby.stop();
+    }
     standby.set(&format!("primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name=s'", primary.port));
     if !standby.data_path("standby.signal").exists() {
         standby.write_data_file("standby.signal", b"");
@@ -161,18 +163,25 @@ fn a_primary_claims_its_hosts_ordinal_before_its_first_id_and_keeps_it_across_re
     let timeline: i64 = p.one("SELECT timeline FROM snowflake_worker_claims()");
     assert_eq!(timeline, 1);
 
-    // A restart, a crash and a backend crash keep the number: no claim again.
+    // A restart, a crash and a backend crash keep the number: no claim
+    // again, and every batch lies above the one before.
     p.stop();
     p.start();
-    all.extend(insert(&p, "first", 1000));
+    let after_restart = insert(&p, "first", 1000);
+    assert_above(&all, &after_restart);
+    all.extend(after_restart);
     p.stop_immediate();
     p.start();
-    all.extend(insert(&p, "first", 1000));
+    let after_crash = insert(&p, "first", 1000);
+    assert_above(&all, &after_crash);
+    all.extend(after_crash);
     let mut held = p.connect();
     let pid: i32 = held.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     p.crash_backend(pid);
     drop(held);
-    all.extend(insert(&p, "first", 1000));
+    let after_backend_crash = insert(&p, "first", 1000);
+    assert_above(&all, &after_backend_crash);
+    all.extend(after_backend_crash);
     assert_eq!(workers_in(&p, &all), HashSet::from([1]));
     assert_eq!(p.log().matches("snowflake_id claimed worker").count(), 1, "one claim only");
     assert_eq!(claims(&p), [(1, "auto".into(), true, true)]);
@@ -240,6 +249,49 @@ fn a_failover_and_a_switchover_give_each_new_primary_a_number_no_server_of_the_l
     assert_no_repeat(&[("p", &p_ids), ("s1", &s1_ids), ("p again", &from_p3)]);
     let sources: Vec<(i32, bool)> = claims(&p).iter().map(|r| (r.0, r.2)).collect();
     assert_eq!(sources, [(1, false), (2, false), (again, true)]);
+}
+
+#[test]
+fn a_clean_switchover_and_back_gives_each_new_primary_a_number_of_its_own() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let s1 = Cluster::standby_of(&p, "s1", &[]).on_host("pg-2");
+    let s2 = Cluster::standby_of(&p, "s2", &[]).on_host("pg-3");
+    s1.start();
+    s2.start();
+    let from_p = insert(&p, "p", 2000);
+    s1.wait_for_replay_of(&p);
+    s2.wait_for_replay_of(&p);
+    // Switchover: the primary stops cleanly (its shutdown reaches the
+    // standbys), s1 is promoted, the old primary and s2 follow s1 (no
+    // rewind: nothing diverged).
+    p.stop();
+    s1.promote();
+    let from_s1 = insert(&s1, "s1", 2000);
+    assert_eq!(worker(&s1), Some(2));
+    follow(&p, &s1);
+    follow(&s2, &s1);
+    let from_s1_b = insert(&s1, "s1", 2000);
+    wait_for_claim(&p, &s1, 2);
+    wait_for_claim(&s2, &s1, 2);
+    assert_eq!(worker(&p), None, "the old primary, now a standby, has no number of its own");
+    assert_eq!(claims(&p), [(1, "auto".into(), false, false), (2, "auto".into(), true, false)]);
+    // And back: s1 stops cleanly, the old primary is promoted again. Its
+    // own number is held (superseded moments ago), so it claims another.
+    s1.stop();
+    p.promote();
+    let back = insert(&p, "p again", 2000);
+    let again = worker(&p).unwrap();
+    assert!(![1, 2].contains(&again), "took {again}");
+    follow(&s2, &p);
+    insert(&p, "p again", 10);
+    wait_for_claim(&s2, &p, again);
+    let s1_ids: Vec<i64> = from_s1.iter().chain(&from_s1_b).copied().collect();
+    assert_above(&from_p, &from_s1);
+    assert_above(&s1_ids, &back);
+    assert_no_repeat(&[("p", &from_p), ("s1", &s1_ids), ("p again", &back)]);
 }
 
 /// pg_rewind of `old` onto `source` (running), as Patroni runs it, and
@@ -432,6 +484,7 @@ fn base_backups_started_as_primaries_claim_their_own_numbers() {
     let from_clone = insert(&clone, "clone", 1000);
     let cloned = worker(&clone).unwrap();
     assert_ne!(cloned, 1, "a clone took its source's number");
+    assert_above(&from_p, &from_clone);
     // A base backup taken from the standby, started as a primary.
     let from_standby = Cluster::base_backup_of(&s1, "fromstandby").on_host("pg-5");
     // (A backup of a standby holds its standby.signal.)
@@ -439,6 +492,7 @@ fn base_backups_started_as_primaries_claim_their_own_numbers() {
     from_standby.start();
     let ids_b = insert(&from_standby, "b", 1000);
     assert_eq!(worker(&from_standby), Some(5));
+    assert_above(&from_p2, &ids_b);
     // A base backup of the standby started as a standby of the primary,
     // then promoted.
     let b2 = Cluster::base_backup_of(&s1, "b2").on_host("pg-6");
@@ -451,6 +505,7 @@ fn base_backups_started_as_primaries_claim_their_own_numbers() {
     b2.promote();
     let ids_b2 = insert(&b2, "b2", 1000);
     assert_eq!(worker(&b2), Some(6));
+    assert_above(&from_p3, &ids_b2);
     assert_eq!(worker(&p), Some(1));
     let p_ids: Vec<i64> = from_p.iter().chain(&from_p2).chain(&from_p3).copied().collect();
     assert_no_repeat(&[("p", &p_ids), ("clone", &from_clone), ("b", &ids_b), ("b2", &ids_b2)]);
