@@ -95,6 +95,16 @@ fn workers_in(c: &Cluster, ids: &[i64]) -> HashSet<i32> {
     rows.iter().map(|r| r.get(0)).collect()
 }
 
+/// Waits until `c` generates with worker `w` (the background worker claims
+/// as soon as the server accepts writes).
+fn wait_for_worker(c: &Cluster, w: i32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while worker(c) != Some(w) {
+        assert!(Instant::now() < deadline, "no claim of worker {w}: {:?}\n{}", worker(c), c.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Every ID in `sets` appears once.
 fn assert_no_repeat(sets: &[(&str, &[i64])]) {
     let mut seen = HashSet::new();
@@ -149,10 +159,10 @@ fn a_primary_claims_its_hosts_ordinal_before_its_first_id_and_keeps_it_across_re
     let p = shared.primary("first", "pg-1");
     p.start();
     let mut s = p.session();
-    // Nothing claimed before the first ID.
-    let row = s.query_one("SELECT worker_id, worker_id_source FROM snowflake_status()", &[]).unwrap();
-    assert_eq!((row.get::<_, Option<i32>>(0), row.get::<_, String>(1)), (None, "auto".into()));
-    assert!(claims(&p).is_empty());
+    // Claimed at start by the background worker, before any ID was asked for.
+    wait_for_worker(&p, 1);
+    let row = s.query_one("SELECT worker_id_source, ids_issued FROM snowflake_status()", &[]).unwrap();
+    assert_eq!((row.get::<_, String>(0), row.get::<_, i64>(1)), ("auto".into(), 0));
     s.batch_execute(TABLE).unwrap();
     let mut all = insert(&p, "first", 1000);
     assert_eq!(worker(&p), Some(1), "pg-1 claims 1");
@@ -216,19 +226,21 @@ fn a_failover_and_a_switchover_give_each_new_primary_a_number_no_server_of_the_l
     s2.start();
     assert_eq!(worker(&s2), None);
 
-    // Failover: the primary is lost, s1 takes over.
+    // Failover: the primary is lost, s1 takes over. It claims at once, and
+    // s2, following it, learns the claim before s1 has issued any ID.
     p.stop_immediate();
     s1.promote();
+    wait_for_worker(&s1, 2);
+    follow(&s2, &s1);
+    wait_for_claim(&s2, &s1, 2);
+    let issued: i64 = s1.one("SELECT ids_issued FROM snowflake_status()");
+    assert_eq!(issued, 0, "claimed before any ID");
     let from_s1 = insert(&s1, "s1", 2000);
     assert_eq!(worker(&s1), Some(2), "pg-2 claims its ordinal: no server of the lineage used it");
     let p_ids: Vec<i64> = from_p.iter().chain(&from_p2).copied().collect();
     assert_above(&p_ids, &from_s1);
     assert_eq!(workers_in(&s1, &from_s1), HashSet::from([2]));
     assert_eq!(claims(&s1), [(1, "auto".into(), false, false), (2, "auto".into(), true, true)]);
-
-    // s2 follows the new primary and learns its claim.
-    follow(&s2, &s1);
-    wait_for_claim(&s2, &s1, 2);
 
     // Switchover back to pg-1: it rejoins as a standby of s1 (rewound onto
     // s1's timeline, as it crashed), s1 stops cleanly, and pg-1 is promoted.
@@ -513,7 +525,9 @@ fn base_backups_started_as_primaries_claim_their_own_numbers() {
 
 #[test]
 fn a_crash_between_the_claims_state_file_and_its_wal_record_keeps_the_claim_and_the_standbys_learn_it() {
-    let shared = Shared::new(&[]);
+    // No background worker slot: the claim waits for the first ID, and the
+    // test can stop a promoted server before it claims.
+    let shared = Shared::new(&["max_worker_processes = 0"]);
     let p = shared.primary("p", "pg-1");
     p.start();
     p.session().batch_execute(TABLE).unwrap();
@@ -523,9 +537,15 @@ fn a_crash_between_the_claims_state_file_and_its_wal_record_keeps_the_claim_and_
     s1.wait_for_replay_of(&p);
     p.stop();
     s1.promote();
-    // s1 is promoted and has not claimed yet. A crash between the claim's
-    // two writes leaves what the first write makes: the state file names
-    // the claim, this server's own, on its timeline; WAL has no record of it.
+    assert_eq!(worker(&s1), None, "no claim before the first ID without the background worker");
+    // A standby of s1, made now: it knows only p's number.
+    let s2 = Cluster::standby_of(&s1, "s2", &[]).on_host("pg-7");
+    s2.start();
+    s2.wait_for_replay_of(&s1);
+    assert_eq!(claims(&s2).iter().filter(|c| c.2).map(|c| c.0).collect::<Vec<_>>(), [1]);
+    // s1 has not claimed yet. A crash between the claim's two writes leaves
+    // what the first write makes: the state file names the claim, this
+    // server's own, on its timeline; WAL has no record of it.
     s1.connect().batch_execute("CHECKPOINT").unwrap();
     s1.stop_immediate();
     let text = String::from_utf8(common::as_root("cat", &[s1.state_file().to_str().unwrap()]).stdout).unwrap();
@@ -553,19 +573,17 @@ fn a_crash_between_the_claims_state_file_and_its_wal_record_keeps_the_claim_and_
     let from_s1 = insert(&s1, "s1", 1000);
     assert_eq!(worker(&s1), Some(7), "the claim in its file is its own, on its timeline");
     assert!(!s1.log().contains("snowflake_id claimed worker"), "no second claim");
-    // A standby of s1 learns the number from its marks, and promoted in a
-    // split brain beside it, it takes another.
-    let s2 = Cluster::standby_of(&s1, "s2", &[]).on_host("pg-7");
-    s2.start();
-    let from_s1_b = insert(&s1, "s1", 1000);
+    // The standby learns the number from s1's marks; promoted in a split
+    // brain beside s1, it takes another.
     wait_for_claim(&s2, &s1, 7);
     s2.promote();
     let from_s2 = insert(&s2, "s2", 1000);
-    let from_s1_c = insert(&s1, "s1", 1000);
+    let from_s1_b = insert(&s1, "s1", 1000);
     let w2 = worker(&s2).unwrap();
     assert!(![1, 7].contains(&w2), "the standby took {w2}");
-    let s1_ids: Vec<i64> = from_s1.iter().chain(&from_s1_b).chain(&from_s1_c).copied().collect();
+    let s1_ids: Vec<i64> = from_s1.iter().chain(&from_s1_b).copied().collect();
     assert_above(&from_p, &from_s1);
+    assert_above(&from_p, &from_s2);
     assert_no_repeat(&[("p", &from_p), ("s1", &s1_ids), ("s2", &from_s2)]);
 }
 
@@ -747,4 +765,119 @@ fn pg_upgrade_of_an_auto_cluster_keeps_its_claim() {
     assert_eq!(claims(&new), [(1, "auto".into(), false, false), (2, "auto".into(), true, true)]);
     assert_above(&from_s, &upgraded);
     assert_no_repeat(&[("p", &from_p), ("s", &from_s), ("new", &upgraded)]);
+}
+
+#[test]
+fn a_changed_datacenter_or_a_narrower_worker_field_makes_an_auto_primary_claim_anew() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-20");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let first = insert(&p, "first", 1000);
+    assert_eq!(worker(&p), Some(20));
+    // Another datacenter (two clusters found they shared one): the claim of
+    // datacenter 1 is not one to generate with any more.
+    p.stop();
+    p.set("snowflake_id.datacenter_id = 2");
+    p.start();
+    let moved = insert(&p, "moved", 1000);
+    let row = p.connect().query_one("SELECT datacenter_id, worker_id FROM snowflake_status()", &[]).unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, Option<i32>>(1)), (2, Some(20)));
+    let decoded: Vec<(i32, i32)> = p
+        .connect()
+        .query(
+            "SELECT DISTINCT d.datacenter_id, d.worker_id FROM unnest($1::bigint[]) u(id), snowflake_decode(u.id) d",
+            &[&moved],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(decoded, [(2, 20)]);
+    assert_above(&first, &moved);
+    // A worker field of 3 bits, which 20 does not fit: 20 modulo 8.
+    p.stop();
+    p.set("snowflake_id.layout = 'timestamp:41,datacenter:7,worker:3,sequence:12'");
+    p.start();
+    let narrow = insert(&p, "narrow", 1000);
+    assert_eq!(worker(&p), Some(4));
+    let workers: Vec<(i32, i32)> = p
+        .connect()
+        .query(
+            "SELECT DISTINCT d.datacenter_id, d.worker_id FROM unnest($1::bigint[]) u(id),
+                    snowflake_decode(u.id, 'timestamp:41,datacenter:7,worker:3,sequence:12') d",
+            &[&narrow],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(workers, [(2, 4)]);
+    assert_above(&moved, &narrow);
+    assert_no_repeat(&[("first", &first), ("moved", &moved), ("narrow", &narrow)]);
+}
+
+#[test]
+fn a_standby_on_the_primarys_host_started_without_standby_signal_claims_its_own_number() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "db");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let from_p = insert(&p, "p", 1000);
+    let s = Cluster::standby_of(&p, "s", &[]).on_host("db");
+    s.start();
+    let from_p2 = insert(&p, "p", 1000);
+    s.wait_for_replay_of(&p);
+    // Stopped cleanly and started without standby.signal: a primary on the
+    // same timeline, on the same host, replaying the primary's claim in its
+    // crash recovery. That claim is not its own.
+    s.stop();
+    assert!(s.remove_data_file_if_there("standby.signal"));
+    s.start();
+    let from_s = insert(&s, "s", 1000);
+    let from_p3 = insert(&p, "p", 1000);
+    let (wp, ws) = (worker(&p).unwrap(), worker(&s).unwrap());
+    assert_ne!(wp, ws);
+    let p_ids: Vec<i64> = from_p.iter().chain(&from_p2).chain(&from_p3).copied().collect();
+    assert_above(&from_p2, &from_s);
+    assert_no_repeat(&[("p", &p_ids), ("s", &from_s)]);
+}
+
+#[test]
+fn a_promoted_copy_keeps_its_claim_across_backend_crashes_and_a_floor_is_raised_under_its_number() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let s1 = Cluster::standby_of(&p, "s1", &[]).on_host("pg-2");
+    s1.start();
+    let from_p = insert(&p, "p", 1000);
+    s1.wait_for_replay_of(&p);
+    p.stop_immediate();
+    s1.promote();
+    // A floor raised right after the promotion, as after an asynchronous
+    // failover: one of the number s1 claims, above the old primary's IDs.
+    let max: i64 = s1.one("SELECT max(id) FROM t");
+    let next: i64 = s1.one(&format!("SELECT snowflake_raise_floor({max})"));
+    assert!(next > max);
+    wait_for_worker(&s1, 2);
+    let decoded: i32 = s1.one(&format!("SELECT worker_id FROM snowflake_decode({next})"));
+    assert_eq!(decoded, 2);
+    let mut all = insert(&s1, "s1", 1000);
+    assert!(all.iter().all(|&id| id >= next));
+    // s1 started from a base backup (a copy): crashes re-initialise its
+    // shared memory, and the claim it made itself stays its own.
+    for _ in 0..3 {
+        let mut held = s1.connect();
+        let pid: i32 = held.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        s1.crash_backend(pid);
+        drop(held);
+        let more = insert(&s1, "s1", 1000);
+        assert_above(&all, &more);
+        all.extend(more);
+    }
+    assert_eq!(worker(&s1), Some(2));
+    assert_eq!(s1.log().matches("snowflake_id claimed worker").count(), 1, "{}", s1.log());
+    assert_above(&from_p, &all);
+    assert_no_repeat(&[("p", &from_p), ("s1", &all)]);
 }

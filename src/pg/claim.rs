@@ -6,13 +6,17 @@
 //! # When a primary claims
 //! An auto server starts with a claim pending ([`State::claim_pending`]):
 //! no ID is issued (the hot path declines) until [`settle`] has run under
-//! the mark writer lock. It keeps the number the state file records as its
-//! own claim when that claim was made on the timeline this primary writes
-//! WAL on, on this host: a restart, a crash or pg_upgrade (which keeps the
-//! timeline) change neither. A promotion moves to a new timeline, and a copy
-//! of another server's data directory (a base backup started as a primary,
-//! a rewound old primary) never owns the claim it came with
-//! ([`super::control::started_from_copy`]); each claims anew.
+//! the mark writer lock, which a background worker does as soon as the
+//! server accepts writes (at start, and once a standby is promoted), and
+//! the first call for an ID does otherwise. It keeps the number the state
+//! file records as its own claim when that claim was made on the timeline
+//! this primary writes WAL on, on this host, in its datacenter and within
+//! the layout's worker field: a restart or a crash changes none of that,
+//! and pg_upgrade, which starts the new cluster on timeline 1 again, keeps
+//! the number and records the claim again there. A promotion moves to a
+//! new timeline, and a copy of another server's data directory (a base
+//! backup started as a primary, a rewound old primary) never owns the claim
+//! it came with ([`super::control::own_claim_at_start`]); each claims anew.
 //!
 //! # How a claim is made durable
 //! As a mark is: the state file first (with the lineage's numbers, the new
@@ -26,14 +30,16 @@
 //! # Replay
 //! A standby (or a restore, or crash recovery) notes every claim and release
 //! it replays among the lineage's numbers and records them in its state
-//! file. A claim replayed in crash recovery of the server that made it stays
-//! its own; anywhere else it is the lineage's, not this server's.
+//! file; an auto server follows a claimed number's node. A claim replayed
+//! in crash recovery of the server that made it (the own claim its state
+//! file held at start) stays its own; anywhere else it is the lineage's,
+//! not this server's.
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, ErrorReport, Raise};
-use super::marks::record_replayed;
+use super::marks::{follow, record_replayed};
 use super::shmem::{self, MarkWriter, State, Unknown};
 use super::{clock, control, settings, state_file, wal};
 use crate::snowflake::claim_record::{WalClaim, WalRelease};
@@ -56,6 +62,44 @@ pub fn host_name() -> String {
     }
 }
 
+/// Whether `node` is a number of this server's datacenter that the layout's
+/// worker field holds: a claim of another datacenter, or of a wider field,
+/// is not one to generate with (the settings changed since it was made).
+pub fn fits(node: Node) -> bool {
+    let config = settings::config();
+    node.datacenter == config.node.datacenter && config.codec.layout.holds(Field::Worker, node.worker)
+}
+
+/// Claims at once, from the background worker, if a claim is pending and
+/// may be made now: the server accepts writes and its mark is known (else
+/// the first call for an ID settles it, or refuses). A claim that finds no
+/// number free is logged; calls try again.
+pub fn settle_eagerly() {
+    // SAFETY: a flag set once at process start.
+    if unsafe { pg_sys::IsBinaryUpgrade } || super::ffi::recovery_in_progress() {
+        return;
+    }
+    {
+        let state = shmem::read();
+        let refusing = state.unknown.is_some_and(|u| u.refuses_at(clock::now()));
+        if !state.claim_pending || refusing {
+            return;
+        }
+    }
+    if let Err(none) = settle() {
+        error::new(
+            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            format!("snowflake_id found no worker number free to claim among {} numbers", none.numbers),
+        )
+        .set_detail("Calls to generate IDs try again, and are refused until a number is free.")
+        .set_hint(
+            "Release numbers no server uses any more with snowflake_release_worker() (snowflake_worker_claims() \
+             lists them), widen the layout's worker field, or set snowflake_id.worker_id to a number by hand.",
+        )
+        .report(PgLogLevel::WARNING);
+    }
+}
+
 /// Ends a pending claim: keeps this server's own claim of its timeline, or
 /// claims a number. `Err` when no number is free to claim now; nothing
 /// changed then. Called outside recovery, with the mark known, never while
@@ -69,7 +113,7 @@ pub fn settle() -> Result<(), NoneFree> {
     let config = settings::config();
     let timeline = wal::insertion_timeline();
     let host = host_name();
-    let own = state.claims.own_claim().filter(|c| c.host == Host::new(&host) && c.node == state.node);
+    let own = state.claims.own_claim().filter(|c| c.host == Host::new(&host) && c.node == state.node && fits(c.node));
     if own.is_some_and(|c| c.timeline == timeline) {
         shmem::lock().claim_pending = false;
         return Ok(());
@@ -157,20 +201,20 @@ pub fn settle() -> Result<(), NoneFree> {
     Ok(())
 }
 
-/// Whether a claim replayed now is this server's own: replayed in crash
-/// recovery of the data directory that made it, on its host, not a copy.
-fn replaying_own(claim: &WalClaim) -> bool {
-    !control::starts_in_recovery() && !control::started_from_copy() && claim.host == Host::new(&host_name())
-}
-
 /// Notes a replayed claim among the lineage's numbers, and records it in
-/// the state file before redo moves on (as a replayed mark is recorded).
+/// the state file before redo moves on (as a replayed mark is recorded). An
+/// auto server follows the claimed number (its marks come next); a server
+/// with its number set keeps its own.
 pub fn replay_claim(claim: &WalClaim) {
-    let own = replaying_own(claim);
+    let replayed = Claim::auto(claim.node, claim.timeline, claim.at, claim.host);
+    let own = control::is_own_claim(&replayed);
     let _writer = MarkWriter::acquire();
     let recorded = {
         let mut state = shmem::lock();
-        state.claims.note_claim(Claim::auto(claim.node, claim.timeline, claim.at, claim.host), own);
+        state.claims.note_claim(replayed, own);
+        if settings::config().auto_worker && state.node != claim.node {
+            let _ = follow(&mut state, claim.node);
+        }
         recordable(&state)
     };
     if let Some((mark, lineage)) = recorded {
@@ -194,10 +238,19 @@ pub fn replay_release(release: &WalRelease) {
 
 /// The mark and lineage to write to the state file, when the file may be
 /// written: not while the mark is unknown, whose file must not say more than
-/// the server knows.
+/// the server knows (a server that knows it has none writes mark zero).
 fn recordable(state: &State) -> Option<(Mark, shmem::Lineage)> {
     let known = state.unknown.is_none_or(|u| matches!(u, Unknown::NotBefore(_)));
-    (known && state.generator.has_mark()).then(|| (state.generator.mark(), state.lineage()))
+    known.then(|| (known_mark(state), state.lineage()))
+}
+
+/// The generator's mark, or mark zero when it has none yet.
+fn known_mark(state: &State) -> Mark {
+    if state.generator.has_mark() {
+        state.generator.mark()
+    } else {
+        Mark { position: 0, clock_back: 0, wall: None }
+    }
 }
 
 /// Releases worker `worker` of datacenter `datacenter` at a superuser's
@@ -219,22 +272,22 @@ pub fn release(datacenter: u64, worker: u64) -> Claim {
     let now = clock::now();
     let released = lineage.claims.release(node, now).unwrap_or_else(|e| {
         let text = settings::config().codec.node_text(node);
-        let (message, hint) = match e {
+        let (code, message, hint) = match e {
             ReleaseError::Unknown => (
+                PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
                 format!("{text} was never used by this server's lineage"),
                 "snowflake_worker_claims() lists the numbers it used.",
             ),
             ReleaseError::Current => (
+                PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
                 format!("cannot release {text}: this server's lineage generates with it"),
                 "Only numbers of servers that no longer generate may be released.",
             ),
         };
-        error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message).set_hint(hint).raise(PgLogLevel::ERROR)
+        error::new(code, message).set_hint(hint).raise(PgLogLevel::ERROR)
     });
-    if state.generator.has_mark() {
-        if let Err(e) = state_file::write_mark(&state.generator.mark(), false, &lineage) {
-            ErrorReport::from(e).set_detail("The number was not released.").raise(PgLogLevel::ERROR);
-        }
+    if let Err(e) = state_file::write_mark(&known_mark(&state), false, &lineage) {
+        ErrorReport::from(e).set_detail("The number was not released.").raise(PgLogLevel::ERROR);
     }
     let at = released.released_at.unwrap_or(now);
     wal::log_release(&WalRelease { node, at });

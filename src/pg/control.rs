@@ -5,8 +5,11 @@
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use pgrx::prelude::*;
+
+use crate::snowflake::claims::Claim;
 
 /// How the control file says the server last stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +56,40 @@ static STARTED_FROM_COPY: AtomicBool = AtomicBool::new(false);
 /// start, before the startup process runs.
 pub fn note_start() {
     STARTED_FROM_COPY.store(data_dir_path().join("backup_label").exists(), Ordering::Relaxed);
+}
+
+/// The claim of a worker number this data directory held as its own when
+/// the server (or its shared memory, after a crash) last started: the one
+/// claim a record replayed now may be this server's own. Set by the
+/// postmaster before it forks the startup process.
+static OWN_CLAIM_AT_START: Mutex<Option<Claim>> = Mutex::new(None);
+
+/// The claim a copy came with (its source's own), noted at the first start:
+/// never this server's, also after a crash re-initialisation, when the
+/// `backup_label` is gone.
+static COPIED_CLAIM: Mutex<Option<Claim>> = Mutex::new(None);
+
+/// Records the own claim of the state file this start read (`None` if it
+/// has none), and returns whether this server may keep it as its own: not
+/// in recovery (a standby has no number of its own), and not the claim a
+/// copy came with. Postmaster only.
+pub fn own_claim_at_start(own: Option<Claim>, first_start: bool) -> bool {
+    let mut copied = COPIED_CLAIM.lock().unwrap_or_else(|e| e.into_inner());
+    if first_start {
+        *copied = if started_from_copy() { own } else { None };
+    }
+    let from_the_copy = own.is_some_and(|own| copied.is_some_and(|c| c.is(&own)));
+    let keep = own.is_some() && !starts_in_recovery() && !from_the_copy;
+    *OWN_CLAIM_AT_START.lock().unwrap_or_else(|e| e.into_inner()) = own.filter(|_| keep);
+    keep
+}
+
+/// Whether `claim`, replayed from WAL, is this server's own: the claim its
+/// state file held as its own at start. The claiming server writes the file
+/// before the WAL record, so its crash recovery finds the claim there; a
+/// standby, a copy or another server on this host does not.
+pub fn is_own_claim(claim: &Claim) -> bool {
+    OWN_CLAIM_AT_START.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|own| own.is(claim))
 }
 
 /// Whether the server starts as a standby (`standby.signal`).

@@ -12,7 +12,7 @@ use pgrx::PgLogLevel;
 
 use super::error::{self, ErrorReport, Raise};
 use super::generate::format_ms;
-use super::{clock, ffi, marks, settings, shmem};
+use super::{claim, clock, ffi, marks, settings, shmem};
 use crate::snowflake::id_space::{self, FloorError};
 
 /// Makes every ID this server issues from now on greater than `id`, an ID of
@@ -44,31 +44,46 @@ pub fn try_raise_to(id: i64) -> Result<i64, Box<ErrorReport>> {
         ));
     }
     let config = settings::config();
-    // The node the generator's IDs carry (an auto server's claim, or the
-    // number it follows until it claims one, which carries the floor along).
-    let node = shmem::read().node;
-    let (floor, decoded) = id_space::floor_above(&config.codec, node, id).map_err(|e| refuse(id, e))?;
-    let drift_ms = settings::max_drift_ms();
-    let now = clock::now();
-    let at = config.codec.instant_of(decoded.tick);
-    if at.is_none_or(|at| at.0 > now.0.saturating_add(drift_ms as i64)) {
-        return Err(Box::new(error::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("snowflake ID {id} lies more than snowflake_id.max_clock_drift ahead of the clock"),
-        )
-        .set_detail(format!(
-            "Its timestamp is {}, the clock says {now}, and IDs may run at most {} ahead of it: a floor there would \
-             stop generation until the clock caught up.",
-            at.map_or_else(|| "past the range of timestamps".to_string(), |at| at.to_string()),
-            format_ms(drift_ms)
-        ))
-        .set_hint(
-            "Check that the ID is one of this server's settings (snowflake_decode() shows its time). If IDs really \
-             ran this far ahead, raise snowflake_id.max_clock_drift first.",
-        )));
+    // An auto primary claims its number first when it can (its mark is
+    // known): the floor is then one of that number's.
+    let (pending, known) = {
+        let state = shmem::read();
+        (state.claim_pending, state.unknown.is_none_or(|u| !u.refuses_at(clock::now())))
+    };
+    if config.auto_worker && pending && known {
+        let _ = claim::settle();
     }
-    let (next, node) = marks::raise_floor(floor);
-    Ok(config.codec.template(node).encode(next.position, next.clock_back))
+    loop {
+        // The node the generator's IDs carry (an auto server's claim, or the
+        // number it follows until it claims one, which carries the floor
+        // along); if a claim changes it meanwhile, the floor is computed again.
+        let node = shmem::read().node;
+        let (floor, decoded) = id_space::floor_above(&config.codec, node, id).map_err(|e| refuse(id, e))?;
+        let drift_ms = settings::max_drift_ms();
+        let now = clock::now();
+        let at = config.codec.instant_of(decoded.tick);
+        if at.is_none_or(|at| at.0 > now.0.saturating_add(drift_ms as i64)) {
+            return Err(Box::new(
+                error::new(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("snowflake ID {id} lies more than snowflake_id.max_clock_drift ahead of the clock"),
+                )
+                .set_detail(format!(
+                    "Its timestamp is {}, the clock says {now}, and IDs may run at most {} ahead of it: a floor \
+                     there would stop generation until the clock caught up.",
+                    at.map_or_else(|| "past the range of timestamps".to_string(), |at| at.to_string()),
+                    format_ms(drift_ms)
+                ))
+                .set_hint(
+                    "Check that the ID is one of this server's settings (snowflake_decode() shows its time). If IDs \
+                     really ran this far ahead, raise snowflake_id.max_clock_drift first.",
+                ),
+            ));
+        }
+        if let Some((next, node)) = marks::raise_floor(floor, node) {
+            return Ok(config.codec.template(node).encode(next.position, next.clock_back));
+        }
+    }
 }
 
 fn refuse(id: i64, e: FloorError) -> Box<ErrorReport> {

@@ -287,7 +287,7 @@ fn refuse_no_worker(none: NoneFree) -> ! {
         String::new()
     };
     let free = none.soonest.map_or_else(
-        || "None will be free: the only one not held is the number the lineage generates with.".into(),
+        || "None will become free by itself: every one is held for good.".into(),
         |at| format!("The first is free from {at}."),
     );
     error::new(

@@ -154,11 +154,18 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
 /// could not carry). On failure nothing changed, and the call fails. Then,
 /// as for IDs, waits for the synchronous standbys if the session asks for them.
 ///
+/// `floor` is a position of `node`'s IDs. When the generator's node is
+/// another by the time the writer lock is held (a claim came first),
+/// nothing is done and `None` returned: compute the floor again.
+///
 /// Returns where the generator continues, and its node: no ID below it is
 /// issued from now on, and none at or above it was issued before.
-pub fn raise_floor(floor: Mark) -> (Mark, Node) {
+pub fn raise_floor(floor: Mark, node: Node) -> Option<(Mark, Node)> {
     let (lsn, next) = {
         let _writer = MarkWriter::acquire();
+        if shmem::read().node != node {
+            return None;
+        }
         // Read first: a guard in a match's scrutinee would be held through its arms.
         let needed = {
             let mut state = shmem::lock();
@@ -174,7 +181,7 @@ pub fn raise_floor(floor: Mark) -> (Mark, Node) {
         let floor = match needed {
             Ok(None) => {
                 let state = shmem::read();
-                return (state.generator.resume_point(), state.node);
+                return Some((state.generator.resume_point(), state.node));
             }
             Ok(Some(floor)) => floor,
             // The floor is in the era of an ID of this layout: always within it.
@@ -187,7 +194,7 @@ pub fn raise_floor(floor: Mark) -> (Mark, Node) {
             )
             .raise(PgLogLevel::ERROR),
         };
-        let lineage = with_own_mark(shmem::read().lineage(), &floor);
+        let lineage = with_own_mark(&shmem::read(), &floor);
         let times = make_durable(&floor, &lineage).unwrap_or_else(|e| {
             ErrorReport::from(e)
                 .set_detail("The floor was not raised: IDs continue as before.")
@@ -203,7 +210,7 @@ pub fn raise_floor(floor: Mark) -> (Mark, Node) {
             .set_detail("The floor is in force on this server; the synchronous standbys may not have it yet.")
             .raise(PgLogLevel::ERROR);
     }
-    next
+    Some(next)
 }
 
 /// Waits until the synchronous standbys know the mark (its WAL record ends at
@@ -245,7 +252,7 @@ struct Failed {
 fn write(mark: &Mark) -> Result<(), Failed> {
     // Read first: a guard in a match's scrutinee would be held through its
     // arms. The lineage changes only under the writer lock, which the caller holds.
-    let lineage = with_own_mark(shmem::read().lineage(), mark);
+    let lineage = with_own_mark(&shmem::read(), mark);
     let result = make_durable(mark, &lineage);
     let mut state = shmem::lock();
     match result {
@@ -273,11 +280,16 @@ fn write(mark: &Mark) -> Result<(), Failed> {
     }
 }
 
-/// `lineage` with `mark`, made with its node, noted as that number's last
-/// mark: the state file that records the mark records that too.
-pub fn with_own_mark(mut lineage: Lineage, mark: &Mark) -> Lineage {
-    let instant = MarkRecord::new(mark, &settings::config().codec).instant;
-    lineage.claims.note_mark(lineage.node, instant, clock::now());
+/// The lineage of `state` with `mark`, made with its node, noted as that
+/// number's last mark: the state file that records the mark records that
+/// too. Not while an auto server has no number of its own yet (a floor
+/// raised before its claim): its node is only the one it follows.
+pub fn with_own_mark(state: &State, mark: &Mark) -> Lineage {
+    let mut lineage = state.lineage();
+    if !(settings::config().auto_worker && state.claim_pending) {
+        let instant = MarkRecord::new(mark, &settings::config().codec).instant;
+        lineage.claims.note_mark(lineage.node, instant, clock::now());
+    }
     lineage
 }
 
@@ -341,11 +353,9 @@ fn replay(wal_mark: &WalMark) {
         let at = wal_mark.mark.wall.unwrap_or(wal_mark.mark.instant);
         state.claims.note_mark(wal_mark.node, wal_mark.mark.instant, at);
         let claims_changed = state.claims != claims_before;
-        if target != state.node {
-            follow(&mut state, target);
-        }
+        let followed = target == state.node || follow(&mut state, target);
         match carried {
-            Ok(mark) => {
+            Ok(mark) if followed => {
                 let moved = if wal_mark.id_space > state.id_space {
                     state.generator.enter_new_space(mark).map(|()| true)
                 } else {
@@ -364,7 +374,7 @@ fn replay(wal_mark: &WalMark) {
                     Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
                 }
             }
-            Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
+            Ok(_) | Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
         }
     };
     match outcome {
@@ -381,21 +391,18 @@ fn replay(wal_mark: &WalMark) {
 /// An auto server that has no number of its own goes on with `node`, the
 /// number its primary's marks now carry: its mark is carried to it, so that
 /// its IDs, once it claims a number, lie above those of every number before.
-fn follow(state: &mut State, node: Node) {
+/// False, the mark unknown, when it cannot be carried there.
+pub fn follow(state: &mut State, node: Node) -> bool {
     let codec = &settings::config().codec;
     let mark = state.generator.has_mark().then(|| state.generator.mark());
-    let carried = match mark.map(|m| id_space::carry(codec, state.node, &m, codec, node)).transpose() {
-        Ok(carried) => carried,
-        Err(_) => {
-            state.unknown.get_or_insert(Unknown::OtherSettings);
-            return;
-        }
-    };
-    if state.generator.renumber(codec.template(node), carried).is_err() {
+    let carried = mark.map(|m| id_space::carry(codec, state.node, &m, codec, node)).transpose();
+    let renumbered = carried.ok().is_some_and(|c| state.generator.renumber(codec.template(node), c).is_ok());
+    if renumbered {
+        state.node = node;
+    } else {
         state.unknown.get_or_insert(Unknown::OtherSettings);
-        return;
     }
-    state.node = node;
+    renumbered
 }
 
 /// Whether a replayed mark was made while this server runs (less a minute

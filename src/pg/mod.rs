@@ -6,7 +6,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step |
+//! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step; [`claimer`]: the background worker that claims an auto primary's number |
 //! | SQL | [`next_id`]: the hot path of `snowflake_next_id()`; [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`worker_claims`], [`sequences`]: registered sequences hand out snowflake IDs |
 //! | policy | [`marks`]: making a mark durable, replaying one; [`claim`]: `worker_id = auto`'s claims |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`], [`publisher`]: which server an apply worker's rows come from |
@@ -16,6 +16,7 @@
 
 mod adopt;
 mod claim;
+mod claimer;
 mod clock;
 mod control;
 mod decode;
@@ -64,5 +65,6 @@ pub fn init() {
     settings::init();
     wal::register(marks::redo);
     startup::init();
+    claimer::init();
     sequences::init();
 }

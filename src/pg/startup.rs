@@ -30,7 +30,7 @@ use super::control::{self, LastStop};
 use super::error::{self, os_message, ErrorReport, Raise};
 use super::marks::{self, carry_failure, changed_settings_hint, describe};
 use super::shmem::{self, Lineage, State, Unknown};
-use super::{clock, new_space, settings, state_file};
+use super::{claim, clock, new_space, settings, state_file};
 use crate::snowflake::claims::{Claims, Source};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::config::{sentence, Config};
@@ -118,7 +118,6 @@ fn initial_state() -> State {
     if first_start {
         control::note_start();
     }
-    let copied = control::started_from_copy();
     let fresh = |unknown, id_space| {
         let lineage = Lineage { id_space, node: config.node, claims: Claims::default() };
         State::new(fresh_generator(config, config.node), unknown, lineage)
@@ -140,7 +139,7 @@ fn initial_state() -> State {
     // Only when the server starts: after a backend crash the step is no one's request.
     if first_start && new_space::requested() {
         let lineage = match &file {
-            Some(StateFile::Mark(record)) => lineage_of(record, copied),
+            Some(StateFile::Mark(record)) => lineage_of(record, first_start),
             _ => Lineage { id_space: 0, node: config.node, claims: Claims::default() },
         };
         let number = new_space::start(file.as_ref(), &lineage);
@@ -181,7 +180,7 @@ fn initial_state() -> State {
             record
         }
     };
-    let lineage = lineage_of(&record, copied);
+    let lineage = lineage_of(&record, first_start);
     if record.claims.own && !lineage.claims.is_own() {
         disown_on_disk(&record);
     }
@@ -204,10 +203,13 @@ fn initial_state() -> State {
     let only_node = changed.is_empty();
     let node_changed = record.changed_node(node);
     if !node_changed.is_empty() {
-        if is_a_copy_of(record.node, first_start) {
-            report_copied_file(record.node, node);
-        } else {
-            report_new_node(&node_changed, record.node, node, &lineage.claims);
+        // An auto server's number changes at its claim, which says so.
+        if !config.auto_worker {
+            if is_a_copy_of(record.node, first_start) {
+                report_copied_file(record.node, node);
+            } else {
+                report_new_node(&node_changed, record.node, node, &lineage.claims);
+            }
         }
         changed.extend(node_changed);
     }
@@ -262,18 +264,28 @@ fn initial_state() -> State {
 }
 
 /// The lineage a state file records, as this server starts from it: the
-/// node its marks carry (the file's for an auto server, which claims its
-/// own before its first ID; otherwise the number set), and its numbers.
-/// A claim is this server's own only where this server made it: not in a
-/// copy (the claim is its source's), nor in recovery (a standby has no
+/// node its marks carry, and its numbers. An auto server goes on with the
+/// file's node (its claim, or the primary it follows) until it claims, as
+/// long as that node is one of its datacenter that fits the layout; else
+/// with worker 0 of its datacenter, its mark carried there (a datacenter
+/// changed, a narrower worker field: it claims anew). A server with its
+/// number set goes on with that number. A claim is this server's own only
+/// where this server made it: not in a copy (the claim is its source's,
+/// see [`control::own_claim_at_start`]), nor in recovery (a standby has no
 /// number of its own; promoted, it claims one).
-fn lineage_of(record: &StateRecord, copied: bool) -> Lineage {
+fn lineage_of(record: &StateRecord, first_start: bool) -> Lineage {
     let config = settings::config();
     let mut claims = record.claims.to_claims();
-    if copied || control::starts_in_recovery() {
+    if !control::own_claim_at_start(claims.own_claim().copied(), first_start) {
         claims.disown();
     }
-    let node = if config.auto_worker { record.node } else { config.node };
+    let node = if !config.auto_worker {
+        config.node
+    } else if claim::fits(record.node) {
+        record.node
+    } else {
+        Node { datacenter: config.node.datacenter, worker: 0 }
+    };
     Lineage { id_space: record.id_space, node, claims }
 }
 

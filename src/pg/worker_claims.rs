@@ -3,11 +3,14 @@
 //! ([`super::claim`] claims them).
 
 use pgrx::prelude::*;
+use pgrx::PgLogLevel;
 
-use super::error::Raise;
+use super::error::{self, Raise};
 use super::timestamp::timestamptz;
 use super::{claim, settings, shmem};
 use crate::snowflake::claims::Claim;
+use crate::snowflake::config;
+use crate::snowflake::layout::Field;
 
 type ClaimRow = (
     name!(datacenter_id, i32),
@@ -85,19 +88,33 @@ fn row(c: &Claim, current: bool, own: bool, reuse_after: u64) -> ClaimRow {
 /// claimed again. Not granted to PUBLIC.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_release_worker(
-    worker_id: i32,
+    worker_id: Option<i32>,
     datacenter_id: default!(Option<i32>, "NULL"),
 ) -> Option<TimestampWithTimeZone> {
     if super::ffi::recovery_in_progress() {
-        super::error::new(
-            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            "cannot release a worker number during recovery",
-        )
-        .set_hint("Release it on the primary; its standbys replay the release.")
-        .raise(pgrx::PgLogLevel::ERROR);
+        error::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot release a worker number during recovery")
+            .set_hint("Release it on the primary; its standbys replay the release.")
+            .raise(PgLogLevel::ERROR);
     }
-    let datacenter = datacenter_id.map_or(settings::config().node.datacenter, |d| d.max(0) as u64);
-    let released = claim::release(datacenter, worker_id.max(0) as u64);
+    let Some(worker_id) = worker_id else {
+        error::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "worker_id must not be NULL")
+            .set_hint("snowflake_worker_claims() lists the numbers this server's lineage used.")
+            .raise(PgLogLevel::ERROR)
+    };
+    let config = settings::config();
+    let number = |field: Field, name: &'static str, value: i32| {
+        config::node_value(&config.codec, field, name, i64::from(value)).unwrap_or_else(|e| {
+            error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{name} {value} is out of range"))
+                .set_detail(e.detail)
+                .set_hint("snowflake_worker_claims() lists the numbers this server's lineage used.")
+                .raise(PgLogLevel::ERROR)
+        })
+    };
+    let datacenter = match datacenter_id {
+        None => config.node.datacenter,
+        Some(d) => number(Field::Datacenter, "datacenter_id", d),
+    };
+    let released = claim::release(datacenter, number(Field::Worker, "worker_id", worker_id));
     released.reusable_from(settings::worker_reuse_after_ms()).and_then(timestamptz)
 }
 

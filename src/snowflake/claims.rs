@@ -28,20 +28,21 @@
 //!   first the number their host name ends in, if it is free (a StatefulSet's
 //!   pod `cluster-2`, a host `db3`), then the free numbers in an order drawn
 //!   from a hash of the host name, data directory, port and timeline. Two
-//!   servers with different ordinals never prefer the same number first;
-//!   otherwise they choose the same one with a chance of one in the free
-//!   numbers, which the guard catches where their rows meet.
-//! - The table has room for [`CAPACITY`] entries; a number that may be reused
-//!   makes room first, then the entry superseded longest ago.
+//!   servers whose ordinals differ modulo the field's numbers never prefer
+//!   the same number first; otherwise they choose the same one with a chance
+//!   of one in the free numbers, which the guard catches where their rows meet.
+//! - The table has room for [`CAPACITY`] entries; when it is full, the entry
+//!   released longest ago makes room first, then the one superseded longest
+//!   ago: its number is then no longer known to the lineage.
 
 use std::fmt;
 
 use super::codec::Node;
 use super::time::UnixMillis;
 
-/// Entries a table holds: more than the numbers of a 5-bit worker field in
-/// several datacenters, and far more than a lineage's failovers in a year.
-pub const CAPACITY: usize = 256;
+/// Entries a table holds: the numbers of a 5-bit worker field in four
+/// datacenters, and far more than a lineage's failovers in a year.
+pub const CAPACITY: usize = 128;
 
 /// The longest host name kept, in bytes (Linux's `HOST_NAME_MAX`).
 pub const HOST_LEN: usize = 64;
@@ -136,6 +137,12 @@ impl Claim {
     /// A claim made by an auto primary.
     pub fn auto(node: Node, timeline: u32, at: UnixMillis, host: Host) -> Claim {
         Claim { source: Source::Auto, timeline, claimed_at: Some(at), host, ..Claim::seen(node, None) }
+    }
+
+    /// Whether `other` is this very claim: the same number, claimed on the
+    /// same timeline at the same instant.
+    pub fn is(&self, other: &Claim) -> bool {
+        self.node == other.node && self.timeline == other.timeline && self.claimed_at == other.claimed_at
     }
 
     /// A number seen in use, set by hand.

@@ -151,6 +151,23 @@ fn node_of(worker: u64) -> Node {
 }
 
 #[test]
+fn a_full_table_drops_a_released_number_before_a_superseded_one() {
+    let mut claims = Claims::default();
+    for w in 0..CAPACITY as u64 {
+        claims.note_claim(Claim::auto(Node { datacenter: 9, worker: w }, 1, at(w as i64), Host::NONE), false);
+    }
+    let released = Node { datacenter: 9, worker: 100 };
+    claims.release(released, at(5000)).unwrap();
+    claims.note_claim(Claim::auto(Node { datacenter: 9, worker: 500 }, 2, at(6000), Host::NONE), false);
+    assert!(claims.get(released).is_none(), "the released number made room");
+    assert!(claims.get(Node { datacenter: 9, worker: 0 }).is_some(), "before the oldest superseded one");
+    let claim = Claim::auto(node(3), 2, NOW, Host::new("h"));
+    assert!(claim.is(&claim));
+    assert!(!claim.is(&Claim { timeline: 3, ..claim }));
+    assert!(!claim.is(&Claim { claimed_at: Some(at(1)), ..claim }));
+}
+
+#[test]
 fn host_names_are_kept_printable_and_short() {
     assert_eq!(Host::new("pg-1.example.com").as_str(), "pg-1.example.com");
     assert_eq!(Host::new("a b,c\nd").as_str(), "a_b_c_d");

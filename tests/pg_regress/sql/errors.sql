@@ -92,6 +92,10 @@ ALTER SYSTEM RESET snowflake_id.layout;
 SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(9)');
 SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(7)');
 SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(7, 4)');
+SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(-1)');
+SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(32)');
+SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(1, 40)');
+SELECT * FROM pg_temp.try('SELECT snowflake_release_worker(NULL)');
 
 -- Floors a DBA asks for that are no ID of this server, or too far ahead.
 SELECT * FROM pg_temp.try('SELECT snowflake_raise_floor(-1)');
