@@ -442,8 +442,9 @@ impl Claims {
         &mut self.entries[index]
     }
 
-    /// Drops one entry of a full table: the one superseded or released
-    /// longest ago, never the current one.
+    /// Drops one entry of a full table: the one released longest ago, else
+    /// the one superseded longest ago; never the current one, and one that
+    /// was neither only when nothing else is left.
     fn evict(&mut self) {
         let current = self.current;
         let oldest = self
@@ -451,7 +452,11 @@ impl Claims {
             .iter()
             .enumerate()
             .filter(|(_, c)| Some(c.node) != current)
-            .min_by_key(|(_, c)| c.released_at.or(c.superseded_at).unwrap_or(UnixMillis(i64::MIN)))
+            .min_by_key(|(_, c)| match (c.released_at, c.superseded_at) {
+                (Some(released), _) => (0, released),
+                (None, Some(superseded)) => (1, superseded),
+                (None, None) => (2, UnixMillis(0)),
+            })
             .map(|(i, _)| i);
         if let Some(i) = oldest {
             self.entries.copy_within(i + 1..self.len, i);
