@@ -61,8 +61,7 @@ use super::error::{self, ErrorReport, Raise};
 use super::shmem::{self, Lineage, MarkWriter, Refused, State, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
 use super::timestamp::from_pg_micros;
-use super::wal::Record;
-use super::{claim, clock, control, ffi, new_space, settings, wal};
+use super::{clock, control, ffi, new_space, settings, wal};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::generator::Mark;
 use crate::snowflake::id_space::{self, CarryError};
@@ -304,30 +303,12 @@ fn make_durable(mark: &Mark, lineage: &Lineage) -> Result<WriteTimes, WriteError
     Ok(WriteTimes { file_micros: clock::micros(written - started), wal_micros: clock::micros(written.elapsed()), lsn })
 }
 
-/// The resource manager's redo function.
-///
-/// # Safety
-/// Called by PostgreSQL's WAL replay with a record of this resource manager.
-#[pg_guard]
-pub unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
-    // SAFETY: the function's contract.
-    let record = unsafe { wal::decode(record) }.unwrap_or_else(|why| {
-        error::new(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, format!("could not replay snowflake_id WAL record: {why}"))
-            .raise(PgLogLevel::PANIC)
-    });
-    match record {
-        Record::Mark(wal_mark) => replay(&wal_mark),
-        Record::Claim(claim) => claim::replay_claim(&claim),
-        Record::Release(release) => claim::replay_release(&release),
-    }
-}
-
 /// Raises the generator to a replayed mark, carried to this server's
 /// settings, and records it in this server's state file before redo moves on.
 /// A server with `worker_id = auto` follows the node of its primary's marks
 /// (it has no number of its own until it claims one); the mark's number is
 /// noted among the lineage's numbers either way.
-fn replay(wal_mark: &WalMark) {
+pub fn replay(wal_mark: &WalMark) {
     let config = settings::config();
     if !config.auto_worker && wal_mark.node == config.node && control::starts_as_standby() && made_since_start(wal_mark)
     {

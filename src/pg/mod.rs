@@ -8,7 +8,7 @@
 //! |---|---|
 //! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step; [`claimer`]: the background worker that claims an auto primary's number |
 //! | SQL | [`next_id`]: the hot path of `snowflake_next_id()`; [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`worker_claims`], [`sequences`]: registered sequences hand out snowflake IDs |
-//! | policy | [`marks`]: making a mark durable, replaying one; [`claim`]: `worker_id = auto`'s claims |
+//! | policy | [`redo`]: replaying a record by its kind; [`marks`]: making a mark durable, replaying one; [`claim`]: `worker_id = auto`'s claims |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`], [`publisher`]: which server an apply worker's rows come from |
 //! | base | [`settings`], [`error`], [`clock`], [`control`], [`timestamp`], [`ffi`] |
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -29,6 +29,7 @@ mod marks;
 mod new_space;
 mod next_id;
 mod publisher;
+mod redo;
 mod sequences;
 mod settings;
 mod shmem;
@@ -63,7 +64,7 @@ pub fn init() {
         .raise(PgLogLevel::ERROR);
     }
     settings::init();
-    wal::register(marks::redo);
+    wal::register(redo::redo);
     startup::init();
     claimer::init();
     sequences::init();
