@@ -72,21 +72,40 @@ pub fn fits(node: Node) -> bool {
 
 /// Claims at once, from the background worker, if a claim is pending and
 /// may be made now: the server accepts writes and its mark is known (else
-/// the first call for an ID settles it, or refuses). A claim that finds no
-/// number free is logged; calls try again.
-pub fn settle_eagerly() {
+/// the first call for an ID settles it, or refuses). False when a claim
+/// was due and failed: no number free (logged here), or an ERROR (a state
+/// file that could not be written), caught and logged as a WARNING; the
+/// worker tries again later, and calls try too.
+pub fn settle_eagerly() -> bool {
     // SAFETY: a flag set once at process start.
     if unsafe { pg_sys::IsBinaryUpgrade } || super::ffi::recovery_in_progress() {
-        return;
+        return true;
     }
     {
         let state = shmem::read();
         let refusing = state.unknown.is_some_and(|u| u.refuses_at(clock::now()));
         if !state.claim_pending || refusing {
-            return;
+            return true;
         }
     }
-    if let Err(none) = settle() {
+    let settled = PgTryBuilder::new(|| Some(settle_for(false)))
+        .catch_others(|e| {
+            use pg_sys::panic::CaughtError;
+            if let CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) = &e {
+                error::new(
+                    PgSqlErrorCode::ERRCODE_WARNING,
+                    format!("snowflake_id could not claim a worker number now: {}", report.message()),
+                )
+                .set_detail("The claim is tried again in a minute, and by the first call for an ID.")
+                .report(PgLogLevel::WARNING);
+                None
+            } else {
+                e.rethrow()
+            }
+        })
+        .execute();
+    let Some(settled) = settled else { return false };
+    if let Err(none) = settled {
         error::new(
             PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
             format!("snowflake_id found no worker number free to claim among {} numbers", none.numbers),
@@ -97,7 +116,9 @@ pub fn settle_eagerly() {
              lists them), widen the layout's worker field, or set snowflake_id.worker_id to a number by hand.",
         )
         .report(PgLogLevel::WARNING);
+        return false;
     }
+    true
 }
 
 /// Ends a pending claim: keeps this server's own claim of its timeline, or
@@ -105,6 +126,12 @@ pub fn settle_eagerly() {
 /// changed then. Called outside recovery, with the mark known, never while
 /// holding the mark writer lock.
 pub fn settle() -> Result<(), NoneFree> {
+    settle_for(true)
+}
+
+/// [`settle`], for a call (`for_a_call`: a failure counts as a refused
+/// call) or for the background worker.
+fn settle_for(for_a_call: bool) -> Result<(), NoneFree> {
     let _writer = MarkWriter::acquire();
     let state: State = *shmem::read();
     if !state.claim_pending {
@@ -157,7 +184,9 @@ pub fn settle() -> Result<(), NoneFree> {
     });
     let file_mark = carried.unwrap_or(Mark { position: 0, clock_back: 0, wall: None });
     if let Err(e) = state_file::write_mark(&file_mark, false, &lineage) {
-        shmem::count_refusal(shmem::Refused::MarkNotDurable);
+        if for_a_call {
+            shmem::count_refusal(shmem::Refused::MarkNotDurable);
+        }
         ErrorReport::from(e)
             .set_detail(format!("Worker {worker} was not claimed, and no ID was issued."))
             .raise(PgLogLevel::ERROR);
@@ -212,14 +241,34 @@ pub fn replay_claim(claim: &WalClaim) {
     let recorded = {
         let mut state = shmem::lock();
         state.claims.note_claim(replayed, own);
-        if settings::config().auto_worker && state.node != claim.node {
-            let _ = follow(&mut state, claim.node);
+        if settings::config().auto_worker && state.node != claim.node && follow(&mut state, claim.node).is_err() {
+            let before = state.unknown.replace(Unknown::OtherSettings);
+            if before != Some(Unknown::OtherSettings) {
+                drop(state);
+                report_cannot_follow(claim);
+                return;
+            }
         }
         recordable(&state)
     };
     if let Some((mark, lineage)) = recorded {
         record_replayed(&mark, &lineage);
     }
+}
+
+/// A standby that cannot carry its mark to the number its primary claimed
+/// (the layout's time range ends before IDs of it pass the old ones).
+fn report_cannot_follow(claim: &WalClaim) {
+    error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "snowflake_id cannot carry its mark to the worker number its primary claimed: it will not generate IDs",
+    )
+    .set_detail(format!(
+        "The record ({claim}) names a number whose IDs do not pass those of the number before within the layout's \
+         time range."
+    ))
+    .set_hint("Start a new ID space with a later epoch or a wider timestamp field.")
+    .report(PgLogLevel::WARNING);
 }
 
 /// Notes a replayed release, and records it likewise.
