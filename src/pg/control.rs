@@ -84,6 +84,12 @@ pub fn own_claim_at_start(own: Option<Claim>, first_start: bool) -> bool {
     keep
 }
 
+/// The claim this server held as its own at start, if any (see
+/// [`own_claim_at_start`]).
+pub fn own_claim() -> Option<Claim> {
+    *OWN_CLAIM_AT_START.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether `claim`, replayed from WAL, is this server's own: the claim its
 /// state file held as its own at start. The claiming server writes the file
 /// before the WAL record, so its crash recovery finds the claim there; a

@@ -322,21 +322,31 @@ pub fn replay(wal_mark: &WalMark) {
     if wal_mark.id_space < own_space {
         return; // a mark of an ID space this server has left
     }
-    let target = if config.auto_worker { wal_mark.node } else { node };
+    // Crash recovery of the server that claimed a number replays its old
+    // primary's marks from before the claim: they neither make that number
+    // current again nor move the generator off the claim.
+    let at = wal_mark.mark.wall.unwrap_or(wal_mark.mark.instant);
+    let before_own_claim = control::own_claim()
+        .is_some_and(|own| own.node != wal_mark.node && own.claimed_at.is_some_and(|claimed| at <= claimed));
+    let target = if config.auto_worker && !before_own_claim { wal_mark.node } else { node };
     // `Err(None)`: a 0.3.0 record whose layout this server does not know.
     let carried = wal_mark.codec(v1_layout()).ok_or(None).and_then(|made_under| {
         let mark = wal_mark.mark.to_mark(&made_under);
         id_space::carry(&made_under, wal_mark.node, &mark, &config.codec, target).map_err(Some)
     });
-    let outcome = {
+    let (outcome, why) = {
         let mut state = shmem::lock();
         let claims_before = state.claims;
-        let at = wal_mark.mark.wall.unwrap_or(wal_mark.mark.instant);
-        state.claims.note_mark(wal_mark.node, wal_mark.mark.instant, at);
+        if before_own_claim {
+            state.claims.note_earlier_mark(wal_mark.node, wal_mark.mark.instant, at);
+        } else {
+            state.claims.note_mark(wal_mark.node, wal_mark.mark.instant, at);
+        }
         let claims_changed = state.claims != claims_before;
-        let followed = target == state.node || follow(&mut state, target);
-        match carried {
-            Ok(mark) if followed => {
+        let followed = if target == state.node { Ok(()) } else { follow(&mut state, target) };
+        let carried = followed.and(carried);
+        let outcome = match carried {
+            Ok(mark) => {
                 let moved = if wal_mark.id_space > state.id_space {
                     state.generator.enter_new_space(mark).map(|()| true)
                 } else {
@@ -355,15 +365,16 @@ pub fn replay(wal_mark: &WalMark) {
                     Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
                 }
             }
-            Ok(_) | Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
-        }
+            Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
+        };
+        (outcome, carried.err().flatten())
     };
     match outcome {
         Ok(Some((mark, lineage))) => record_replayed(&mark, &lineage),
         Ok(None) => {}
         // Reported once, when this server stops knowing a mark it can use.
         Err(before) if before != Some(Unknown::OtherSettings) => {
-            report_cannot_carry(wal_mark, &config.codec, carried.err().flatten());
+            report_cannot_carry(wal_mark, &config.codec, why);
         }
         Err(_) => {}
     }
@@ -372,18 +383,15 @@ pub fn replay(wal_mark: &WalMark) {
 /// An auto server that has no number of its own goes on with `node`, the
 /// number its primary's marks now carry: its mark is carried to it, so that
 /// its IDs, once it claims a number, lie above those of every number before.
-/// False, the mark unknown, when it cannot be carried there.
-pub fn follow(state: &mut State, node: Node) -> bool {
+/// Nothing changes when the mark cannot be carried there (the caller
+/// refuses and reports it).
+pub fn follow(state: &mut State, node: Node) -> Result<(), Option<CarryError>> {
     let codec = &settings::config().codec;
     let mark = state.generator.has_mark().then(|| state.generator.mark());
-    let carried = mark.map(|m| id_space::carry(codec, state.node, &m, codec, node)).transpose();
-    let renumbered = carried.ok().is_some_and(|c| state.generator.renumber(codec.template(node), c).is_ok());
-    if renumbered {
-        state.node = node;
-    } else {
-        state.unknown.get_or_insert(Unknown::OtherSettings);
-    }
-    renumbered
+    let carried = mark.map(|m| id_space::carry(codec, state.node, &m, codec, node)).transpose().map_err(Some)?;
+    state.generator.renumber(codec.template(node), carried).map_err(|_| None)?;
+    state.node = node;
+    Ok(())
 }
 
 /// Whether a replayed mark was made while this server runs (less a minute

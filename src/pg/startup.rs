@@ -118,6 +118,9 @@ fn initial_state() -> State {
     if first_start {
         control::note_start();
     }
+    // No own claim until a state file says so (below): a start that finds
+    // none must not keep the last start's.
+    control::own_claim_at_start(None, first_start);
     let fresh = |unknown, id_space| {
         let lineage = Lineage { id_space, node: config.node, claims: Claims::default() };
         State::new(fresh_generator(config, config.node), unknown, lineage)

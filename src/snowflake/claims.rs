@@ -360,6 +360,15 @@ impl Claims {
         entry.last_mark = Some(entry.last_mark.map_or(mark, |m| m.max(mark)));
     }
 
+    /// Records a mark made with `node` before the lineage's current claim
+    /// (crash recovery of the server that made the claim replays its
+    /// primary's marks from before it): the number's last mark only, as
+    /// [`Claims::note_mark`] keeps it, without making it current again.
+    pub fn note_earlier_mark(&mut self, node: Node, mark: UnixMillis, at: UnixMillis) {
+        let entry = self.entry(node, at);
+        entry.last_mark = Some(entry.last_mark.map_or(mark, |m| m.max(mark)));
+    }
+
     /// Records a claim: it becomes current, and the number current before is
     /// superseded. `own` says whether this data directory made it. A number
     /// claimed again keeps its last mark.
