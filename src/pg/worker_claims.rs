@@ -9,6 +9,7 @@ use super::error::{self, Raise};
 use super::timestamp::timestamptz;
 use super::{claim, settings, shmem};
 use crate::snowflake::claims::Claim;
+use crate::snowflake::codec::Node;
 use crate::snowflake::config;
 use crate::snowflake::layout::Field;
 
@@ -97,11 +98,17 @@ fn snowflake_release_worker(
             .raise(PgLogLevel::ERROR);
     }
     let Some(worker_id) = worker_id else {
-        error::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "worker_id must not be NULL")
+        error::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "worker_id must not be null")
             .set_hint("snowflake_worker_claims() lists the numbers this server's lineage used.")
             .raise(PgLogLevel::ERROR)
     };
     let config = settings::config();
+    // A number the lineage used is released as it is listed, also one an
+    // earlier, wider layout held; any other must fit this layout.
+    let listed = |datacenter: i32, worker: i32| {
+        let node = u64::try_from(datacenter).ok().zip(u64::try_from(worker).ok());
+        node.is_some_and(|(datacenter, worker)| shmem::read().claims.get(Node { datacenter, worker }).is_some())
+    };
     let number = |field: Field, name: &'static str, value: i32| {
         config::node_value(&config.codec, field, name, i64::from(value)).unwrap_or_else(|e| {
             error::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{name} {value} is out of range"))
@@ -110,11 +117,13 @@ fn snowflake_release_worker(
                 .raise(PgLogLevel::ERROR)
         })
     };
-    let datacenter = match datacenter_id {
-        None => config.node.datacenter,
-        Some(d) => number(Field::Datacenter, "datacenter_id", d),
+    let datacenter_id = datacenter_id.unwrap_or(config.node.datacenter as i32);
+    let (datacenter, worker) = if listed(datacenter_id, worker_id) {
+        (datacenter_id as u64, worker_id as u64)
+    } else {
+        (number(Field::Datacenter, "datacenter_id", datacenter_id), number(Field::Worker, "worker_id", worker_id))
     };
-    let released = claim::release(datacenter, number(Field::Worker, "worker_id", worker_id));
+    let released = claim::release(datacenter, worker);
     released.reusable_from(settings::worker_reuse_after_ms()).and_then(timestamptz)
 }
 
