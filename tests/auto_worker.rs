@@ -545,8 +545,9 @@ fn a_crash_between_the_claims_state_file_and_its_wal_record_keeps_the_claim_and_
     assert_eq!(claims(&s2).iter().filter(|c| c.2).map(|c| c.0).collect::<Vec<_>>(), [1]);
     // s1 has not claimed yet. A crash between the claim's two writes leaves
     // what the first write makes: the state file names the claim, this
-    // server's own, on its timeline; WAL has no record of it.
-    s1.connect().batch_execute("CHECKPOINT").unwrap();
+    // server's own, on its timeline; WAL has no record of it. (No
+    // checkpoint since the promotion: crash recovery replays p's marks from
+    // before it, which must not take the claim away.)
     s1.stop_immediate();
     let text = String::from_utf8(common::as_root("cat", &[s1.state_file().to_str().unwrap()]).stdout).unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
@@ -880,4 +881,30 @@ fn a_promoted_copy_keeps_its_claim_across_backend_crashes_and_a_floor_is_raised_
     assert_eq!(s1.log().matches("snowflake_id claimed worker").count(), 1, "{}", s1.log());
     assert_above(&from_p, &all);
     assert_no_repeat(&[("p", &from_p), ("s1", &all)]);
+}
+
+#[test]
+fn a_standby_whose_backend_crashed_still_claims_at_its_promotion() {
+    let shared = Shared::new(&[]);
+    let p = shared.primary("p", "pg-1");
+    p.start();
+    p.session().batch_execute(TABLE).unwrap();
+    let from_p = insert(&p, "p", 1000);
+    let s1 = Cluster::standby_of(&p, "s1", &[]).on_host("pg-2");
+    s1.start();
+    s1.wait_for_replay_of(&p);
+    // A crash re-initialisation of the standby (an OOM-killed query): the
+    // claim worker, waiting for the end of recovery, stays registered.
+    let mut held = s1.connect();
+    let pid: i32 = held.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    s1.crash_backend(pid);
+    drop(held);
+    p.stop();
+    s1.promote();
+    wait_for_worker(&s1, 2);
+    let issued: i64 = s1.one("SELECT ids_issued FROM snowflake_status()");
+    assert_eq!(issued, 0, "claimed at the promotion, before any ID");
+    let from_s1 = insert(&s1, "s1", 1000);
+    assert_above(&from_p, &from_s1);
+    assert_no_repeat(&[("p", &from_p), ("s1", &from_s1)]);
 }
