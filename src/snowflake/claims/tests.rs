@@ -120,6 +120,22 @@ fn marks_of_a_number_set_by_hand_make_it_current_and_supersede_the_last() {
 }
 
 #[test]
+fn an_earlier_mark_raises_its_numbers_last_mark_but_leaves_the_own_claim_current() {
+    let mut claims = lineage(&[4]);
+    claims.note_claim(Claim::auto(node(5), 2, at(0), Host::new("pg-5")), true);
+    // Crash recovery replays the old primary's mark with 4, made before the claim.
+    claims.note_earlier_mark(node(4), at(-1), at(-1));
+    assert_eq!(claims.current(), Some(node(5)));
+    assert!(claims.is_own());
+    assert_eq!(claims.get(node(4)).unwrap().last_mark, Some(at(-1)));
+    assert_eq!(claims.get(node(4)).unwrap().superseded_at, Some(at(0)), "still superseded by the claim");
+    // The same mark noted as a current one would have taken the lineage back to 4.
+    let mut as_current = claims;
+    as_current.note_mark(node(4), at(-1), at(-1));
+    assert_eq!(as_current.current(), Some(node(4)));
+}
+
+#[test]
 fn a_claim_not_made_here_is_not_own() {
     let mut claims = lineage(&[4]);
     assert!(claims.own_claim().is_none(), "replayed, not made here");
