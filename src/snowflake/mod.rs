@@ -12,6 +12,7 @@
 //! - [`id_space`]: carrying a mark to other settings as an ID value, so IDs never repeat;
 //! - [`mark_record`]: a mark as kept outside the generator, in instants;
 //! - [`state_file`]: the state file's format;
+//! - [`rewind_note`]: the note a server with a number set by hand keeps after pg_rewind;
 //! - [`wal_record`]: the mark as a WAL record;
 //! - [`claim_record`]: a claim and a release as WAL records.
 
@@ -26,6 +27,7 @@ pub mod id_space;
 pub mod layout;
 pub mod mark_record;
 pub mod preset;
+pub mod rewind_note;
 pub mod state_file;
 pub mod time;
 pub mod wal_record;
