@@ -711,6 +711,9 @@ fn pg_rewind_of_an_old_primary_then_its_promotion_takes_a_new_number() {
     let from_s1_b = insert(&s1, "s1", 1000);
     wait_for_claim(&p, &s1, 2);
     assert_eq!(worker(&p), None, "rewound and following s1: no number of its own");
+    // The rewind is noted, and with auto the note refuses nothing: the claim
+    // at its promotion keeps its IDs apart from those it lost the marks of.
+    assert!(p.log().contains("was rewound by pg_rewind: promoted, it claims a number"), "{}", p.log());
     let gone: i64 = p.one("SELECT count(*) FROM t WHERE side = 'diverged'");
     assert_eq!(gone, 0, "the rewind removed the diverged rows");
     // Promoted again (s1 gone): a number neither 1 (its IDs of the diverged

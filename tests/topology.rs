@@ -288,9 +288,32 @@ fn pg_rewind_of_an_old_primary_that_ran_ahead_rejoined_and_switched_back() {
     issued.select(&b);
     b.connect().batch_execute("CHECKPOINT").unwrap();
 
-    // pg_rewind (as the server user; it first runs crash recovery of A in
-    // single-user mode), then A rejoins as B's standby. pg_rewind copies B's
-    // configuration over A's: give A back its own port and socket directory.
+    // A rejoins as B's standby.
+    rewind_onto(&a, &b, "rwa");
+    let rewound: i64 = a.one("SELECT count(*) FROM ids WHERE side IN ('a, never replicated', 'a, changed')");
+    assert_eq!(rewound, 0, "pg_rewind undid A's unreplicated changes");
+    assert!(a.log().contains("snowflake_id was rewound by pg_rewind"), "{}", a.log());
+    assert!(a.data.join("snowflake_id.rewound").exists(), "the rewind is noted");
+
+    // Switch back: B stops cleanly, A takes over again, and refuses until a
+    // DBA raises the floor above what it issued before the rewind (which
+    // here lies below the mark B replayed).
+    b.stop();
+    a.promote();
+    a.wait_until_writable();
+    assert_refuses_as_rewound(&a);
+    raise_floor(&a, lost.max);
+    let a_min = assert_takes_over_above(&a, &mut issued, "a again");
+    assert!(a_min > lost.max, "A's IDs start at {a_min}, not above {} it issued before the rewind", lost.max);
+    let timeline: Option<i32> = a.one("SELECT timeline FROM snowflake_status()");
+    assert_eq!(timeline, Some(3));
+}
+
+/// pg_rewind of `a` onto `b` (as the server user; it first runs crash
+/// recovery of `a` in single-user mode), then `a` started as `b`'s standby
+/// and caught up. pg_rewind copies `b`'s configuration over `a`'s: `a` gets
+/// back its own port and socket directory.
+fn rewind_onto(a: &Cluster, b: &Cluster, name: &str) {
     let source = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", b.port);
     let out = a.run("pg_rewind", &["--target-pgdata", a.data.to_str().unwrap(), "--source-server", &source]);
     assert!(
@@ -300,26 +323,89 @@ fn pg_rewind_of_an_old_primary_that_ran_ahead_rejoined_and_switched_back() {
         String::from_utf8_lossy(&out.stderr)
     );
     a.append_conf(&format!(
-        "\n# rwa after pg_rewind\nport = {}\nunix_socket_directories = '{}'\n{}\n",
+        "\n# {name} after pg_rewind\nport = {}\nunix_socket_directories = '{}'\n{}\n",
         a.port,
         a.dir.display(),
-        streams_from(&b, "rwa")
+        streams_from(b, name)
     ));
     a.write_data_file("standby.signal", b"");
     a.start();
-    a.wait_for_replay_of(&b);
-    let rewound: i64 = a.one("SELECT count(*) FROM ids WHERE side IN ('a, never replicated', 'a, changed')");
-    assert_eq!(rewound, 0, "pg_rewind undid A's unreplicated changes");
-    assert_eq!(mark(&a), mark(&b), "the rewound A follows B's mark");
+    a.wait_for_replay_of(b);
+}
 
-    // Switch back: B stops cleanly, A takes over again.
+/// A call for an ID on `c` fails as a rewound server's must: 55000, and a
+/// detail that names pg_rewind.
+fn assert_refuses_as_rewound(c: &Cluster) {
+    let e = c.connect().query_one("SELECT snowflake_next_id()", &[]).expect_err("a rewound server issued an ID");
+    let e = e.as_db_error().unwrap_or_else(|| panic!("not a server error: {e}"));
+    assert_eq!(e.code().code(), "55000", "{e:?}");
+    assert!(e.detail().is_some_and(|d| d.contains("pg_rewind")), "{e:?}");
+    assert!(e.hint().is_some_and(|h| h.contains("snowflake_raise_floor")), "{e:?}");
+    let refused: i64 = c.one("SELECT refused_unknown_mark FROM snowflake_status()");
+    assert!(refused >= 1);
+}
+
+/// A DBA's floor above `id`; the note of the rewind goes with it.
+fn raise_floor(c: &Cluster, id: i64) {
+    c.connect().query_one("SELECT snowflake_raise_floor($1)", &[&id]).unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    assert!(!c.data.join("snowflake_id.rewound").exists(), "the floor covers the rewind: its note is gone");
+}
+
+#[test]
+fn an_old_primary_that_ran_ahead_alone_then_was_rewound_issues_nothing_below_until_a_floor_covers_it() {
+    // The operational review's case: A, cut off, hands out IDs far ahead of
+    // every clock (a clock running ahead does the same), B never hears of
+    // them, and pg_rewind takes their marks away with A's timeline. A and B
+    // have numbers of their own.
+    let a = Cluster::new("rwra", &[SETTINGS[0], SETTINGS[1], "wal_log_hints = on", "wal_keep_size = '1GB'"]);
+    a.start();
+    a.session().batch_execute(TABLE).unwrap();
+    let b = Cluster::standby_of(&a, "rwrb", &["snowflake_id.worker_id = 2"]);
+    b.start();
+    let mut issued = Issued::default();
+    issued.insert(&a, "a", ROWS);
+    b.wait_for_replay_of(&a);
+
+    b.stop();
+    let mut lost = issued;
+    lost.insert(&a, "a alone", 100);
+    lost.run_ahead(&a);
+    a.stop_immediate();
+
+    b.start();
+    b.promote();
+    b.wait_until_writable();
+    // B's own number: its IDs need not pass A's lost ones, only its lineage's.
+    let b_ids: i64 = b.one("SELECT count(*) FROM (SELECT snowflake_next_id() FROM generate_series(1, 1000)) AS n");
+    assert_eq!(b_ids, 1000);
+    b.connect().batch_execute("CHECKPOINT").unwrap();
+
+    // pg_rewind copied B's configuration, worker 2 among it: the start says
+    // so. A gets its own number back only after.
+    rewind_onto(&a, &b, "rwra");
+    assert!(a.log().contains("That is the number of the server it was rewound from"), "{}", a.log());
+    a.append_conf("snowflake_id.worker_id = 1\n");
+    // The note outlives restarts (and the standby's own state file writes).
+    a.stop();
+    a.start();
+    a.wait_for_replay_of(&b);
+    let hwm: Option<String> = a.one("SELECT high_water_mark::text FROM snowflake_status()");
+    assert_eq!(hwm, None, "a rewound standby shows its mark as unknown");
+
     b.stop();
     a.promote();
     a.wait_until_writable();
-    let a_min = assert_takes_over_above(&a, &mut issued, "a again");
-    assert!(a_min > lost.max, "A's IDs start at {a_min}, not above {} it issued before the rewind", lost.max);
-    let timeline: Option<i32> = a.one("SELECT timeline FROM snowflake_status()");
-    assert_eq!(timeline, Some(3));
+    assert_refuses_as_rewound(&a);
+    // The DBA finds the largest ID A handed out before (a client, a
+    // subscriber) and raises the floor above it.
+    raise_floor(&a, lost.max);
+    let before = lost.max;
+    let (min, _) = lost.insert(&a, "a again", ROWS);
+    assert!(min > before, "IDs start at {min}, not above {before} that A issued before the rewind");
+    a.stop();
+    a.start();
+    let after: i64 = a.one("SELECT snowflake_next_id()");
+    assert!(after > lost.max, "the floor holds across a restart, and the note no longer refuses");
 }
 
 #[test]

@@ -242,7 +242,7 @@ pub fn replay_claim(claim: &WalClaim) {
         let mut state = shmem::lock();
         state.claims.note_claim(replayed, own);
         if settings::config().auto_worker && state.node != claim.node && follow(&mut state, claim.node).is_err() {
-            let before = state.unknown.replace(Unknown::OtherSettings);
+            let before = state.set_unknown(Unknown::OtherSettings);
             if before != Some(Unknown::OtherSettings) {
                 drop(state);
                 report_cannot_follow(claim);
@@ -289,7 +289,7 @@ pub fn replay_release(release: &WalRelease) {
 /// written: not while the mark is unknown, whose file must not say more than
 /// the server knows (a server that knows it has none writes mark zero).
 fn recordable(state: &State) -> Option<(Mark, shmem::Lineage)> {
-    let known = state.unknown.is_none_or(|u| matches!(u, Unknown::NotBefore(_)));
+    let known = state.unknown.is_none_or(Unknown::keeps_mark);
     known.then(|| (known_mark(state), state.lineage()))
 }
 
@@ -309,7 +309,7 @@ pub fn release(datacenter: u64, worker: u64) -> Claim {
     let node = Node { datacenter, worker };
     let _writer = MarkWriter::acquire();
     let state: State = *shmem::read();
-    if state.unknown.is_some_and(|u| !matches!(u, Unknown::NotBefore(_))) {
+    if state.unknown.is_some_and(|u| !u.keeps_mark()) {
         error::new(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "cannot release a worker number while the high-water mark of this data directory is unknown",

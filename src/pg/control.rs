@@ -52,10 +52,25 @@ pub fn started_from_copy() -> bool {
 
 static STARTED_FROM_COPY: AtomicBool = AtomicBool::new(false);
 
-/// Looks for the `backup_label` of a copy. Postmaster only, at its first
-/// start, before the startup process runs.
+/// Whether the `backup_label` of [`started_from_copy`] is pg_rewind's
+/// (`BACKUP METHOD: pg_rewind`): this data directory was a server of the
+/// lineage that went on alone, and every file of it, the state file among
+/// them, is now the source's.
+pub fn started_from_rewind() -> bool {
+    STARTED_FROM_REWIND.load(Ordering::Relaxed)
+}
+
+static STARTED_FROM_REWIND: AtomicBool = AtomicBool::new(false);
+
+/// Looks for the `backup_label` of a copy, and whether pg_rewind wrote it.
+/// Postmaster only, at its first start, before the startup process runs.
 pub fn note_start() {
-    STARTED_FROM_COPY.store(data_dir_path().join("backup_label").exists(), Ordering::Relaxed);
+    let label = data_dir_path().join("backup_label");
+    STARTED_FROM_COPY.store(label.exists(), Ordering::Relaxed);
+    // A label that cannot be read is a copy's all the same.
+    let rewound =
+        std::fs::read_to_string(&label).is_ok_and(|text| text.lines().any(|l| l == "BACKUP METHOD: pg_rewind"));
+    STARTED_FROM_REWIND.store(rewound, Ordering::Relaxed);
 }
 
 /// The claim of a worker number this data directory held as its own when

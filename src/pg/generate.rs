@@ -7,9 +7,9 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::error::{self, Raise};
-use super::marks::{changed_settings_hint, OTHER_SETTINGS_HINT};
+use super::marks::{changed_settings_hint, OTHER_SETTINGS_HINT, REWOUND_HINT};
 use super::shmem::{self, MarkWriter, Refused, StepBackReport, Unknown};
-use super::timestamp::last_instant;
+use super::timestamp::{last_instant, timestamptz};
 use super::{claim, clock, ffi, marks, settings, state_file};
 use crate::snowflake::claims::NoneFree;
 use crate::snowflake::config::Config;
@@ -400,6 +400,19 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
                  raise the floor above every ID this server issued: SELECT snowflake_raise_floor(max(id)) FROM each \
                  table that holds them.",
             ),
+        Unknown::Rewound(seen_at) => refused
+            .set_detail(match seen_at.and_then(timestamptz) {
+                Some(at) => format!(
+                    "pg_rewind made this server a standby (first started after it at {at}), and took away the marks of \
+                     the IDs it issued before; the note \"snowflake_id.rewound\" in the data directory keeps this."
+                ),
+                None => {
+                    "A note in the data directory (\"snowflake_id.rewound\") says pg_rewind took away the marks of \
+                         the IDs this server issued before."
+                        .to_owned()
+                }
+            })
+            .set_hint(REWOUND_HINT),
         Unknown::Unreadable => refused
             .set_detail("The state file could not be read when the server started (the server log says why).")
             .set_hint(

@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
-use super::error::{self, ErrorReport, Raise};
+use super::error::{self, file_access_code, os_message, ErrorReport, Raise};
 use super::shmem::{self, Lineage, MarkWriter, Refused, State, Unknown, WriteTimes};
 use super::state_file::{self, WriteError};
 use super::timestamp::from_pg_micros;
@@ -92,6 +92,13 @@ pub const OTHER_SETTINGS_HINT: &str = "Give this server the snowflake_id.layout,
      too. Or, as a superuser, raise the floor above every ID issued: SELECT snowflake_raise_floor(max(id)) FROM each \
      table that holds them. To abandon the IDs issued so far instead, start a new ID space (see the \
      documentation's settings changes, docs/guarantees.md).";
+
+/// What a DBA does about a server pg_rewind took the marks of its own IDs
+/// from (see [`super::rewind`]).
+pub const REWOUND_HINT: &str = "Set snowflake_id.worker_id = auto, under which a promoted server claims a number no \
+     server of its lineage used; or, on this server once it is a primary, raise the floor above every ID it issued \
+     before the rewind (they may be in clients or subscribers only): SELECT \
+     snowflake_raise_floor(snowflake_from_timestamp(...)) with a time later than any of them.";
 
 /// The ways out of a settings change the generator cannot continue across
 /// yet; `wait_hint` adds waiting where that ends it.
@@ -160,7 +167,7 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
 /// Returns where the generator continues, and its node: no ID below it is
 /// issued from now on, and none at or above it was issued before.
 pub fn raise_floor(floor: Mark, node: Node) -> Option<(Mark, Node)> {
-    let (lsn, next) = {
+    let (lsn, next, rewound) = {
         let _writer = MarkWriter::acquire();
         if shmem::read().node != node {
             return None;
@@ -200,16 +207,34 @@ pub fn raise_floor(floor: Mark, node: Node) -> Option<(Mark, Node)> {
                 .raise(PgLogLevel::ERROR)
         });
         let mut state = shmem::lock();
+        let rewound = matches!(state.unknown, Some(Unknown::Rewound(_)));
         state.floor_written(floor, times);
         state.claims = lineage.claims;
-        (times.lsn, (state.generator.resume_point(), state.node))
+        (times.lsn, (state.generator.resume_point(), state.node), rewound)
     };
+    if rewound {
+        forget_rewind();
+    }
     if wal::wait_for_synchronous_standbys(lsn).is_err() {
         not_replicated()
             .set_detail("The floor is in force on this server; the synchronous standbys may not have it yet.")
             .raise(PgLogLevel::ERROR);
     }
     Some(next)
+}
+
+/// The floor covers the IDs a rewind took the marks of: the note of it goes,
+/// or the next start would refuse again.
+fn forget_rewind() {
+    if let Err(e) = state_file::remove_rewind_note() {
+        error::new(
+            file_access_code(&e),
+            format!("could not remove snowflake_id's note of a pg_rewind: {}", os_message(&e)),
+        )
+        .set_detail("The floor is raised and IDs continue; after a restart, the note would refuse them again.")
+        .set_hint("Remove the file \"snowflake_id.rewound\" from the data directory.")
+        .report(PgLogLevel::WARNING);
+    }
 }
 
 /// Waits until the synchronous standbys know the mark (its WAL record ends at
@@ -356,16 +381,16 @@ pub fn replay(wal_mark: &WalMark) {
                     Ok(moved) => {
                         // A replayed mark is a floor this server can continue
                         // from; a settings change still waits for its instant.
-                        if !matches!(state.unknown, Some(Unknown::NotBefore(_))) {
+                        if !state.unknown.is_some_and(Unknown::keeps_mark) {
                             state.unknown = None;
                         }
                         state.id_space = wal_mark.id_space;
                         Ok((moved || claims_changed).then(|| (state.generator.mark(), state.lineage())))
                     }
-                    Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
+                    Err(_) => Err(state.set_unknown(Unknown::OtherSettings)),
                 }
             }
-            Err(_) => Err(state.unknown.replace(Unknown::OtherSettings)),
+            Err(_) => Err(state.set_unknown(Unknown::OtherSettings)),
         };
         (outcome, carried.err().flatten())
     };
@@ -373,7 +398,7 @@ pub fn replay(wal_mark: &WalMark) {
         Ok(Some((mark, lineage))) => record_replayed(&mark, &lineage),
         Ok(None) => {}
         // Reported once, when this server stops knowing a mark it can use.
-        Err(before) if before != Some(Unknown::OtherSettings) => {
+        Err(before) if !matches!(before, Some(Unknown::OtherSettings | Unknown::Rewound(_))) => {
             report_cannot_carry(wal_mark, &config.codec, why);
         }
         Err(_) => {}

@@ -6,7 +6,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step; [`claimer`]: the background worker that claims an auto primary's number |
+//! | lifecycle | [`startup`]: shared memory hooks, where the generator starts, the clean-shutdown write; [`new_space`]: the DBA's "new ID space" step; [`claimer`]: the background worker that claims an auto primary's number; [`rewind`]: a server pg_rewind made a standby |
 //! | SQL | [`next_id`]: the hot path of `snowflake_next_id()`; [`generate`], [`status`], [`decode`], `adopt`, [`guard`], [`floor`], [`worker_claims`], [`sequences`]: registered sequences hand out snowflake IDs |
 //! | policy | [`redo`]: replaying a record by its kind; [`marks`]: making a mark durable, replaying one; [`claim`]: `worker_id = auto`'s claims |
 //! | mechanism | [`wal`], [`shmem`], [`state_file`], [`publisher`]: which server an apply worker's rows come from |
@@ -30,6 +30,7 @@ mod new_space;
 mod next_id;
 mod publisher;
 mod redo;
+mod rewind;
 mod sequences;
 mod settings;
 mod shmem;

@@ -77,12 +77,24 @@ pub enum Unknown {
     /// The state file was not there, in a data directory that issued IDs
     /// before; a replayed mark or a floor ends this.
     Missing,
+    /// pg_rewind took away the marks of the IDs this server issued on the
+    /// timeline it left (see [`super::rewind`]); `Some` instant it was first
+    /// seen, if its note says. The mark it replays is known and kept, but
+    /// covers other servers' IDs only: a floor ends this, nothing else.
+    Rewound(Option<UnixMillis>),
 }
 
 impl Unknown {
     /// Whether this still stops a call at the wall-clock instant `now`.
     pub fn refuses_at(self, now: UnixMillis) -> bool {
         !matches!(self, Unknown::NotBefore(from) if now.0 >= from.0)
+    }
+
+    /// Whether the mark is known all the same, and recorded and raised as
+    /// usual: what is unknown lies beside it (a settings change waiting for
+    /// its instant, IDs a rewind took the marks of).
+    pub fn keeps_mark(self) -> bool {
+        matches!(self, Unknown::NotBefore(_) | Unknown::Rewound(_))
     }
 }
 
@@ -175,6 +187,18 @@ impl State {
         self.mark_lsn = times.lsn;
         self.wal_micros += times.wal_micros;
         self.file_micros += times.file_micros;
+    }
+
+    /// Notes that the mark cannot be used, and returns what was unknown
+    /// before; a rewind's refusal stays, since only a floor ends it.
+    pub fn set_unknown(&mut self, why: Unknown) -> Option<Unknown> {
+        match self.unknown {
+            Some(Unknown::Rewound(_)) => self.unknown,
+            before => {
+                self.unknown = Some(why);
+                before
+            }
+        }
     }
 
     /// Records a DBA's floor made durable: it is the floor now, whatever was

@@ -30,7 +30,7 @@ use super::control::{self, LastStop};
 use super::error::{self, os_message, ErrorReport, Raise};
 use super::marks::{self, carry_failure, changed_settings_hint, describe};
 use super::shmem::{self, Lineage, State, Unknown};
-use super::{claim, clock, new_space, settings, state_file};
+use super::{claim, clock, new_space, rewind, settings, state_file};
 use crate::snowflake::claims::{Claims, Source};
 use crate::snowflake::codec::{Codec, Node};
 use crate::snowflake::config::{sentence, Config};
@@ -86,7 +86,15 @@ unsafe extern "C-unwind" fn startup_shmem() {
         // SAFETY: as above.
         unsafe { call_previous(prev) };
     }
-    shmem::create(initial_state());
+    // SAFETY: postmaster memory, written only here, in its main thread.
+    let first_start = unsafe {
+        let first = !REINITIALISED;
+        REINITIALISED = true;
+        first
+    };
+    let mut state = initial_state(first_start);
+    rewind::at_start(&mut state, first_start);
+    shmem::create(state);
     at_postmaster_exit();
 }
 
@@ -103,18 +111,12 @@ unsafe fn call_previous(hook: unsafe extern "C-unwind" fn()) {
 }
 
 /// The generator as shared memory starts. Postmaster only.
-fn initial_state() -> State {
+fn initial_state(first_start: bool) -> State {
     let config = settings::config();
     let path = settings::state_path();
     if is_pg_upgrades_new_cluster() {
         note_pg_upgrade();
     }
-    // SAFETY: postmaster memory, written only here, in its main thread.
-    let first_start = unsafe {
-        let first = !REINITIALISED;
-        REINITIALISED = true;
-        first
-    };
     if first_start {
         control::note_start();
     }

@@ -27,6 +27,7 @@ use super::shmem::Lineage;
 use super::{ffi, settings};
 use crate::snowflake::config::sentence;
 use crate::snowflake::generator::Mark;
+use crate::snowflake::rewind_note::RewindNote;
 use crate::snowflake::state_file::{self as format, StateFile, StateRecord};
 
 /// The state file could not be written: the path the write failed on (the
@@ -168,6 +169,38 @@ pub fn issued_before() -> bool {
         Err(e) => e.kind() != io::ErrorKind::NotFound,
     }
 }
+
+/// The note of a rewind (`snowflake_id.rewound`, beside the state file),
+/// if there is one; `Err` when it is there and cannot be read, which counts
+/// as a note for any number.
+pub fn rewind_note() -> Option<Result<RewindNote, String>> {
+    let path = rewind_note_path();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(RewindNote::parse(&text).map_err(|e| format!("\"{}\": {e}", path.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => Some(Err(format!("\"{}\": {}", path.display(), os_message(&e)))),
+    }
+}
+
+/// Writes the note of a rewind, durably.
+pub fn write_rewind_note(note: &RewindNote) -> Result<(), WriteError> {
+    format::write(&rewind_note_path(), &note.render(), ffi::file_create_mode())
+}
+
+/// Removes the note of a rewind: the IDs it stood for lie below the floor
+/// now, or this server generates with another number.
+pub fn remove_rewind_note() -> io::Result<()> {
+    match std::fs::remove_file(rewind_note_path()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn rewind_note_path() -> PathBuf {
+    settings::state_path().with_file_name(REWIND_NOTE_NAME)
+}
+
+const REWIND_NOTE_NAME: &str = "snowflake_id.rewound";
 
 /// The ID space of the last "new ID space" step taken in this data
 /// directory: the highest N of the `snowflake_id.state.before-space-N`
