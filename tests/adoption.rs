@@ -10,7 +10,9 @@ use common::{install_extension_file, Cluster};
 /// Every function of the extension with everything that defines it.
 const SURFACE: &str = "SELECT string_agg(format('%s(%s) -> %s [%s%s%s rows=%s] %s %s', p.proname,
             pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid), p.provolatile, p.proparallel,
-            CASE WHEN p.proisstrict THEN ' strict' ELSE '' END, p.prorows, md5(p.prosrc), p.proacl), E'\\n'
+            CASE WHEN p.proisstrict THEN ' strict' ELSE '' END, p.prorows, md5(p.prosrc),
+            (SELECT string_agg(a::text, ',' ORDER BY a::text)
+             FROM unnest(coalesce(p.proacl, acldefault('f', p.proowner))) AS a)), E'\\n'
             ORDER BY p.proname, pg_get_function_identity_arguments(p.oid))
      FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
      JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
@@ -34,7 +36,7 @@ fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
 #[test]
 fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
-    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0"]
+    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0"]
         .map(|old| install_extension_file(&sql.join(format!("snowflake_id--{old}.sql"))));
     let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
@@ -44,7 +46,7 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let installed: String = fresh.query_one(SURFACE, &[]).unwrap().get(0);
     let members: String = fresh.query_one(MEMBERS, &[]).unwrap().get(0);
 
-    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0"] {
+    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0"] {
         let db = format!("from_{}", old.replace('.', "_"));
         c.connect().batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
         let mut s = connect_to(&c, &db);
@@ -98,7 +100,35 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
         // update, with the columns it declares.
         let issued: i64 = s.query_one("SELECT ids_issued FROM snowflake_status()", &[]).unwrap().get(0);
         assert!(issued >= 100, "old status from {old}: {issued}");
+        // A site that keeps snowflake_status() from PUBLIC, for its monitoring
+        // role only: from 0.9.0 the update keeps that.
+        let restricted = old == "0.9.0";
+        if restricted {
+            s.batch_execute(
+                "CREATE ROLE status_reader; REVOKE EXECUTE ON FUNCTION snowflake_status() FROM PUBLIC;
+                 GRANT EXECUTE ON FUNCTION snowflake_status() TO status_reader",
+            )
+            .unwrap();
+        }
         s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+        if restricted {
+            let grantees: Vec<String> = s
+                .query(
+                    "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END FROM pg_proc p,
+                            aclexplode(p.proacl) AS a WHERE p.oid = 'snowflake_status()'::regprocedure ORDER BY 1",
+                    &[],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            assert_eq!(grantees, ["postgres", "status_reader"], "the update kept the privileges on snowflake_status()");
+            s.batch_execute(
+                "GRANT EXECUTE ON FUNCTION snowflake_status() TO PUBLIC;
+                 REVOKE EXECUTE ON FUNCTION snowflake_status() FROM status_reader; DROP ROLE status_reader",
+            )
+            .unwrap();
+        }
         if registered {
             let before: i64 = s.query_one("SELECT max(id) FROM reg", &[]).unwrap().get(0);
             let prepared: i64 = planned.query_one("EXECUTE ins", &[]).unwrap().get(0);

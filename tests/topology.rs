@@ -389,8 +389,8 @@ fn an_old_primary_that_ran_ahead_alone_then_was_rewound_issues_nothing_below_unt
     a.stop();
     a.start();
     a.wait_for_replay_of(&b);
-    let hwm: Option<String> = a.one("SELECT high_water_mark::text FROM snowflake_status()");
-    assert_eq!(hwm, None, "a rewound standby shows its mark as unknown");
+    let status: String = a.one("SELECT format('%s %s', high_water_mark, mark_unknown) FROM snowflake_status()");
+    assert_eq!(status, " pg_rewind", "a rewound standby shows why it would refuse, and no mark");
 
     b.stop();
     a.promote();
@@ -406,6 +406,30 @@ fn an_old_primary_that_ran_ahead_alone_then_was_rewound_issues_nothing_below_unt
     a.start();
     let after: i64 = a.one("SELECT snowflake_next_id()");
     assert!(after > lost.max, "the floor holds across a restart, and the note no longer refuses");
+}
+
+#[test]
+fn a_standby_whose_copy_left_out_the_state_file_shows_it_before_a_failover() {
+    // A base backup without snowflake_id.state (a backup tool's exclusion),
+    // the note kept: the standby would refuse once promoted, and says so
+    // while the primary is idle; the primary's next mark ends it.
+    let a = Cluster::new("nostatea", &SETTINGS);
+    a.start();
+    a.session().batch_execute(TABLE).unwrap();
+    let mut issued = Issued::default();
+    issued.insert(&a, "a", ROWS);
+    let b = Cluster::base_backup_of(&a, "nostateb");
+    assert!(b.remove_data_file_if_there("snowflake_id.state"));
+    b.append_conf(&format!("snowflake_id.worker_id = 2\n{}\n", streams_from(&a, "nostateb")));
+    b.write_data_file("standby.signal", b"");
+    b.start();
+    b.wait_for_replay_of(&a);
+    let unknown: Option<String> = b.one("SELECT mark_unknown FROM snowflake_status()");
+    assert_eq!(unknown.as_deref(), Some("missing"), "{}", b.log());
+    issued.run_ahead(&a);
+    b.wait_for_replay_of(&a);
+    let unknown: Option<String> = b.one("SELECT mark_unknown FROM snowflake_status()");
+    assert_eq!(unknown, None, "a replayed mark ends it");
 }
 
 #[test]

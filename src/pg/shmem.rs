@@ -90,6 +90,19 @@ impl Unknown {
         !matches!(self, Unknown::NotBefore(from) if now.0 >= from.0)
     }
 
+    /// The reason as `snowflake_status().mark_unknown` and the exporter's
+    /// `reason` label show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unknown::Upgrade => "pg_upgrade",
+            Unknown::OtherSettings => "other_settings",
+            Unknown::NotBefore(_) => "settings_changed",
+            Unknown::Unreadable => "unreadable",
+            Unknown::Missing => "missing",
+            Unknown::Rewound(_) => "pg_rewind",
+        }
+    }
+
     /// Whether the mark is known all the same, and recorded and raised as
     /// usual: what is unknown lies beside it (a settings change waiting for
     /// its instant, IDs a rewind took the marks of).

@@ -102,7 +102,11 @@ pgrx::extension_sql!(
      \trefused_by_guard bigint,\n\
      \trefused_sequence_fence bigint,\n\
      \tworker_id_source text,\n\
-     \trefused_no_worker bigint\n\
+     \trefused_no_worker bigint,\n\
+     \tmark_unknown text,\n\
+     \tclock_back_left integer,\n\
+     \ttimestamp_range_end timestamp with time zone,\n\
+     \tids_per_tick bigint\n\
      )\n\
      STRICT VOLATILE PARALLEL SAFE ROWS 1\n\
      LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';\n",
@@ -193,5 +197,16 @@ fn row() -> Vec<(&'static str, Option<pg_sys::Datum>)> {
         ("refused_sequence_fence", fence.into_datum()),
         ("worker_id_source", (if config.auto_worker { "auto" } else { "setting" }).into_datum()),
         ("refused_no_worker", no_worker.into_datum()),
+        // Why calls are refused now, or would be once promoted; NULL while
+        // the mark is known.
+        ("mark_unknown", state.unknown.filter(|u| u.refuses_at(clock::now())).map(|u| u.name()).into_datum()),
+        // NULL for a layout without a clock_back field, where a step back
+        // past max_clock_drift is refused instead.
+        (
+            "clock_back_left",
+            config.codec.layout.max_clock_back().map(|max| max.saturating_sub(mark.clock_back) as i32).into_datum(),
+        ),
+        ("timestamp_range_end", config.codec.last_instant().and_then(timestamptz).into_datum()),
+        ("ids_per_tick", count(config.codec.layout.sequence().max().saturating_add(1)).into_datum()),
     ]
 }

@@ -22,4 +22,16 @@ mod tests {
                 AND marks_written > 0 AND drift_ms >= 0 FROM snowflake_status()"
         )));
     }
+
+    #[pg_test]
+    fn status_shows_what_is_left_before_a_refusal() {
+        // The default layout: no clock_back field, 12 sequence bits, 41 bits
+        // of milliseconds from the epoch; the mark is known.
+        assert!(one::<bool>(
+            "SELECT mark_unknown IS NULL AND clock_back_left IS NULL AND ids_per_tick = 4096
+                AND timestamp_range_end = epoch + (2^41 - 1) * interval '1 millisecond'
+                AND snowflake_from_timestamp(timestamp_range_end) > 0
+             FROM snowflake_status()"
+        ));
+    }
 }
