@@ -181,7 +181,7 @@ fn every_query_maps_each_column_it_returns() {
     let queries = queries();
     assert_eq!(
         queries.iter().map(|q| q.key.as_str()).collect::<Vec<_>>(),
-        ["snowflake_id", "snowflake_id_refusals", "snowflake_id_node"]
+        ["snowflake_id", "snowflake_id_mark", "snowflake_id_refusals", "snowflake_id_node"]
     );
     for q in &queries {
         let mut t = s.build_transaction().read_only(true).start().unwrap();
@@ -313,6 +313,16 @@ fn the_exporter_serves_every_metric_with_the_servers_values() {
         s.query_one("SELECT extract(epoch FROM high_water_mark)::float8 FROM snowflake_status()", &[]).unwrap().get(0);
     assert_eq!(sample(&samples, "snowflake_id_high_water_mark_timestamp_seconds", &node), mark);
     assert!(sample(&samples, "snowflake_id_last_clash_timestamp_seconds", &node).is_nan(), "no clash: NaN");
+    // What is left before a refusal: no clock_back field here (NaN), the
+    // timestamp range's end, a tick's IDs; and the mark is known.
+    assert!(sample(&samples, "snowflake_id_clock_back_left", &node).is_nan(), "no clock_back field: NaN");
+    let end: f64 = s
+        .query_one("SELECT extract(epoch FROM timestamp_range_end)::float8 FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(sample(&samples, "snowflake_id_timestamp_range_end_seconds", &node), end);
+    assert_eq!(sample(&samples, "snowflake_id_ids_per_tick", &node), int("ids_per_tick"));
+    assert_eq!(sample(&samples, "snowflake_id_mark_unknown", &node), 0.0, "the mark is known");
 
     // One refusal, by max_wait; every other reason at zero.
     let refusals = samples.get("snowflake_id_refusals_total").expect("refusals are served");
