@@ -334,6 +334,9 @@ fn the_refusal_after_a_crash_says_how_far_ahead_the_mark_lies() {
     };
     assert_eq!(code, "55000", "{message}");
     assert!(message.contains("behind the high-water mark this server resumed from"), "{message}");
+    // Which mark: named as snowflake_status() shows it.
+    let named = message.split("resumed from (").nth(1).and_then(|rest| rest.strip_suffix(')'));
+    assert!(named.is_some_and(|mark| mark.starts_with("20") && mark.ends_with("+00")), "{message}");
     // How far: computed from the mark, not a fixed second.
     let behind = message.split("the system clock is ").nth(1).and_then(|rest| rest.split(" behind").next());
     let ms: u64 = match behind {

@@ -331,16 +331,19 @@ fn refuse_clock_behind(ahead_ticks: i64, drift_ticks: u64, at_mark: bool) -> ! {
     let time = settings::config().codec.time;
     let ahead_ms = time.ms_in(ahead_ticks.max(0) as u64 + drift_ticks);
     let (what, why) = if at_mark {
+        // Where the mark lies, by this server's clock: the refusal says
+        // which mark, as snowflake_status() would.
+        let mark = UnixMillis(clock::now().0.saturating_add(ahead_ms as i64));
         (
-            "the high-water mark this server resumed from",
+            format!("the high-water mark this server resumed from ({mark})"),
             format!(
-                "After a crash, an immediate shutdown or a failover, the generator continues above the last mark \
+                "After a restart, a crash, a failover or pg_upgrade, the generator continues above the last mark \
                  recorded in WAL or its state file. {} ",
                 describe_mark_reach(settings::config())
             ),
         )
     } else {
-        ("the last ID", String::new())
+        ("the last ID".to_owned(), String::new())
     };
     error::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -397,8 +400,8 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
             )
             .set_hint(
                 "Put the state file back and restart (an older copy from a backup is no floor), or, as a superuser, \
-                 raise the floor above every ID this server issued: SELECT snowflake_raise_floor(max(id)) FROM each \
-                 table that holds them.",
+                 raise the floor above every ID this server, or the primary it was a standby of, issued: SELECT \
+                 snowflake_raise_floor(max(id)) FROM each table that holds them.",
             ),
         Unknown::Rewound(seen_at) => refused
             .set_detail(match seen_at.and_then(timestamptz) {
@@ -417,8 +420,8 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
             .set_detail("The state file could not be read when the server started (the server log says why).")
             .set_hint(
                 "Repair the state file and restart (an older copy from a backup is no floor), or, as a superuser, \
-                 raise the floor above every ID this server issued: SELECT snowflake_raise_floor(max(id)) FROM each \
-                 table that holds them.",
+                 raise the floor above every ID this server, or the primary it was a standby of, issued: SELECT \
+                 snowflake_raise_floor(max(id)) FROM each table that holds them.",
             ),
     }
     .raise(PgLogLevel::ERROR)
