@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::thread::sleep;
 use std::time::Duration;
 
@@ -189,8 +190,7 @@ fn an_upgraded_cluster_refuses_until_the_old_state_file_is_brought_over() {
 
         // The one step: bring the old cluster's state file over.
         new.stop();
-        let copied = new.run_program("cp", &[old.state_file().to_str().unwrap(), new.state_file().to_str().unwrap()]);
-        assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
+        run_the_guides_upgrade_step(&old, &new);
         new.start();
         new.connect().batch_execute("INSERT INTO t (side) SELECT 'new' FROM generate_series(1, 10000)").unwrap();
         let new_min: i64 = new.one("SELECT min(id) FROM t WHERE side = 'new'");
@@ -318,6 +318,51 @@ fn an_old_cluster_configured_like_pg_upgrades_new_one_keeps_its_state_file() {
     new.connect().batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
     let above: i64 = new.connect().query_one("SELECT count(*) FROM t WHERE id > $1", &[&old_max]).unwrap().get(0);
     assert_eq!(above, 1000, "the new IDs are all above the old ones");
+}
+
+/// The step docs/deployment.md gives after pg_upgrade, as it is written
+/// there: the lines of its script between the comment that opens them and
+/// `pg_ctl start`, with the two data directories put in.
+fn run_the_guides_upgrade_step(old: &Cluster, new: &Cluster) {
+    let guide = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md")).unwrap();
+    let script: String = guide
+        .lines()
+        .skip_while(|l| *l != "# as the server's user:")
+        .skip(1)
+        .take_while(|l| !l.starts_with("pg_ctl start"))
+        .map(|l| {
+            format!(
+                "{}\n",
+                l.replace("OLD_PGDATA", old.data.to_str().unwrap()).replace("NEW_PGDATA", new.data.to_str().unwrap())
+            )
+        })
+        .collect();
+    assert!(script.contains("snowflake_id.state"), "the guide's step is not where it was: {script:?}");
+    let out = new.run_program("bash", &["-euc", &script]);
+    assert!(out.status.success(), "{script}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn an_upgraded_cluster_that_never_generated_starts_at_the_clock_after_the_guides_step() {
+    // The extension installed and a table's default set, but no ID taken:
+    // no state file and no note in the old cluster.
+    let settings = ["snowflake_id.worker_id = 5"];
+    let old = Cluster::new("nevergenold", &settings);
+    old.start();
+    old.session().batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next_id())").unwrap();
+    old.stop();
+    assert!(!old.state_file().exists(), "the old cluster never generated");
+    let new = Cluster::new("nevergennew", &settings);
+    old.pg_upgrade(&new, &[]).unwrap_or_else(|out| panic!("{out}"));
+    // Without the step the new cluster would refuse (the mark unknown);
+    // with it, it generates at once.
+    run_the_guides_upgrade_step(&old, &new);
+    new.start();
+    let ids: i64 =
+        new.one("WITH n AS (INSERT INTO t SELECT FROM generate_series(1, 10) RETURNING id) SELECT count(*) FROM n");
+    assert_eq!(ids, 10);
+    let unknown: Option<String> = new.one("SELECT mark_unknown FROM snowflake_status()");
+    assert_eq!(unknown, None);
 }
 
 #[test]
