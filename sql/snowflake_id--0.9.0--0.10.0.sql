@@ -7,14 +7,17 @@
 -- holds. The 0.9.0 SQL keeps working on this library until the update, with
 -- the columns it declares.
 --
--- The function is dropped and created again (its columns change); the
--- privileges on it are kept: a REVOKE from PUBLIC, or a GRANT to a role of
--- yours, made on 0.9.0's function holds on the new one. A view over it still
--- stops the update, which names it: drop the view first.
+-- The function is dropped and created again (its columns change), which
+-- resets the privileges on it to the default (EXECUTE for PUBLIC). Granting
+-- them again here would make them part of the extension's initial
+-- privileges, which pg_dump leaves out and which keep a role from being
+-- dropped; so the update warns instead, naming the statements that restore
+-- them. A view over the function still stops the update, which names it:
+-- drop the view first.
 DO $update$
 DECLARE
   acl aclitem[] := (SELECT proacl FROM pg_proc WHERE oid = 'snowflake_status()'::regprocedure);
-  granted record;
+  again text;
 BEGIN
   DROP FUNCTION snowflake_status();
   CREATE FUNCTION snowflake_status() RETURNS TABLE (
@@ -67,14 +70,19 @@ BEGIN
   STRICT VOLATILE PARALLEL SAFE ROWS 1
   LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
   IF acl IS NOT NULL THEN
-    REVOKE ALL ON FUNCTION snowflake_status() FROM PUBLIC;
-    FOR granted IN
-      SELECT a.grantee, a.is_grantable FROM aclexplode(acl) AS a WHERE a.privilege_type = 'EXECUTE'
-    LOOP
-      EXECUTE format('GRANT EXECUTE ON FUNCTION snowflake_status() TO %s%s',
-                     CASE WHEN granted.grantee = 0 THEN 'PUBLIC' ELSE granted.grantee::regrole::text END,
-                     CASE WHEN granted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-    END LOOP;
+    SELECT string_agg(format('%s EXECUTE ON FUNCTION snowflake_status() %s %s;',
+                             CASE WHEN g.granted THEN 'GRANT' ELSE 'REVOKE' END,
+                             CASE WHEN g.granted THEN 'TO' ELSE 'FROM' END, g.grantee), ' ' ORDER BY g.granted, g.grantee)
+      INTO again
+      FROM (SELECT 'PUBLIC' AS grantee, false AS granted
+             WHERE NOT EXISTS (SELECT FROM aclexplode(acl) a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+            UNION ALL
+            SELECT a.grantee::regrole::text, true FROM aclexplode(acl) a
+             WHERE a.grantee <> 0 AND a.privilege_type = 'EXECUTE'
+               AND a.grantee <> (SELECT proowner FROM pg_proc WHERE oid = 'snowflake_status()'::regprocedure)) AS g;
+    RAISE WARNING 'the update reset the privileges on snowflake_status() to the default'
+      USING DETAIL = format('They were %s; the function was dropped and created again for its new columns.', acl),
+            HINT = coalesce('Make them again: ' || again, 'Nothing to make again: they were the default.');
   END IF;
 END
 $update$;
