@@ -70,16 +70,20 @@ BEGIN
   STRICT VOLATILE PARALLEL SAFE ROWS 1
   LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
   IF acl IS NOT NULL THEN
-    SELECT string_agg(format('%s EXECUTE ON FUNCTION snowflake_status() %s %s;',
+    SELECT string_agg(format('%s EXECUTE ON FUNCTION snowflake_status() %s %s%s;',
                              CASE WHEN g.granted THEN 'GRANT' ELSE 'REVOKE' END,
-                             CASE WHEN g.granted THEN 'TO' ELSE 'FROM' END, g.grantee), ' ' ORDER BY g.granted, g.grantee)
+                             CASE WHEN g.granted THEN 'TO' ELSE 'FROM' END, g.grantee,
+                             CASE WHEN g.grantable THEN ' WITH GRANT OPTION' ELSE '' END),
+                      ' ' ORDER BY g.granted, g.grantee)
       INTO again
-      FROM (SELECT 'PUBLIC' AS grantee, false AS granted
+      FROM (SELECT 'PUBLIC' AS grantee, false AS granted, false AS grantable
              WHERE NOT EXISTS (SELECT FROM aclexplode(acl) a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
             UNION ALL
-            SELECT a.grantee::regrole::text, true FROM aclexplode(acl) a
-             WHERE a.grantee <> 0 AND a.privilege_type = 'EXECUTE'
-               AND a.grantee <> (SELECT proowner FROM pg_proc WHERE oid = 'snowflake_status()'::regprocedure)) AS g;
+            -- Each role once (several grantors may have granted it); the
+            -- owner's own entry is the default's.
+            SELECT a.grantee::regrole::text, true, bool_or(a.is_grantable) FROM aclexplode(acl) a
+             WHERE a.grantee <> 0 AND a.privilege_type = 'EXECUTE' AND a.grantee <> a.grantor
+             GROUP BY a.grantee) AS g;
     RAISE WARNING 'the update reset the privileges on snowflake_status() to the default'
       USING DETAIL = format('They were %s; the function was dropped and created again for its new columns.', acl),
             HINT = coalesce('Make them again: ' || again, 'Nothing to make again: they were the default.');

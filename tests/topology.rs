@@ -396,6 +396,19 @@ fn an_old_primary_that_ran_ahead_alone_then_was_rewound_issues_nothing_below_unt
     a.promote();
     a.wait_until_writable();
     assert_refuses_as_rewound(&a);
+    // A sequence registered now raises the floor to its own value, which
+    // says nothing of the IDs A issued alone: the refusal stays.
+    // (Its value lies ahead of the clock, so that registering raises the floor.)
+    a.connect()
+        .batch_execute(
+            "CREATE SEQUENCE s; SELECT setval('s', snowflake_from_timestamp(clock_timestamp() + interval '5 s'));
+             SELECT snowflake_sequence_register('s')",
+        )
+        .unwrap();
+    let floored: i64 = a.one("SELECT marks_written FROM snowflake_status()");
+    assert!(floored >= 1, "registering raised the floor");
+    assert_refuses_as_rewound(&a);
+    assert!(a.data.join("snowflake_id.rewound").exists());
     // The DBA finds the largest ID A handed out before (a client, a
     // subscriber) and raises the floor above it.
     raise_floor(&a, lost.max);

@@ -21,11 +21,14 @@ use crate::snowflake::id_space::{self, FloorError};
 /// granted to PUBLIC.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_raise_floor(id: i64) -> i64 {
-    raise_to(id)
+    // A DBA's floor, the one way to say that the IDs a rewind took the
+    // marks of lie below it (see `super::rewind`).
+    raise(id, true).unwrap_or_else(|refused| refused.raise(PgLogLevel::ERROR))
 }
 
-/// [`snowflake_raise_floor`]'s work, also a registered sequence's forward
-/// `setval` ([`super::sequences`]).
+/// [`snowflake_raise_floor`]'s work for a registered sequence's forward
+/// `setval` ([`super::sequences`]): a value of a table or sequence, which
+/// says nothing of IDs a rewind took the marks of.
 pub fn raise_to(id: i64) -> i64 {
     try_raise_to(id).unwrap_or_else(|refused| refused.raise(PgLogLevel::ERROR))
 }
@@ -33,6 +36,12 @@ pub fn raise_to(id: i64) -> i64 {
 /// [`raise_to`], its refusals returned (a restore's registry row that one
 /// of them concerns is left out, and the restore goes on).
 pub fn try_raise_to(id: i64) -> Result<i64, Box<ErrorReport>> {
+    raise(id, false)
+}
+
+/// Raises the floor above `id`; `ends_rewind`: a DBA's own floor, which
+/// also ends a rewind's refusal.
+fn raise(id: i64, ends_rewind: bool) -> Result<i64, Box<ErrorReport>> {
     if ffi::recovery_in_progress() {
         return Err(Box::new(
             error::new(
@@ -80,7 +89,7 @@ pub fn try_raise_to(id: i64) -> Result<i64, Box<ErrorReport>> {
                 ),
             ));
         }
-        if let Some((next, node)) = marks::raise_floor(floor, node) {
+        if let Some((next, node)) = marks::raise_floor(floor, node, ends_rewind) {
             return Ok(config.codec.template(node).encode(next.position, next.clock_back));
         }
     }

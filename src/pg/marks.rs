@@ -163,10 +163,12 @@ pub fn renew(mark: Mark, held: Option<MarkWriter>) {
 /// `floor` is a position of `node`'s IDs. When the generator's node is
 /// another by the time the writer lock is held (a claim came first),
 /// nothing is done and `None` returned: compute the floor again.
+/// `ends_rewind`: the DBA's own call, which also ends a rewind's refusal
+/// and removes its note; a floor from a sequence's value leaves both.
 ///
 /// Returns where the generator continues, and its node: no ID below it is
 /// issued from now on, and none at or above it was issued before.
-pub fn raise_floor(floor: Mark, node: Node) -> Option<(Mark, Node)> {
+pub fn raise_floor(floor: Mark, node: Node, ends_rewind: bool) -> Option<(Mark, Node)> {
     let (lsn, next, rewound) = {
         let _writer = MarkWriter::acquire();
         if shmem::read().node != node {
@@ -207,8 +209,12 @@ pub fn raise_floor(floor: Mark, node: Node) -> Option<(Mark, Node)> {
                 .raise(PgLogLevel::ERROR)
         });
         let mut state = shmem::lock();
-        let rewound = matches!(state.unknown, Some(Unknown::Rewound(_)));
+        let before = state.unknown;
+        let rewound = matches!(before, Some(Unknown::Rewound(_))) && ends_rewind;
         state.floor_written(floor, times);
+        if matches!(before, Some(Unknown::Rewound(_))) && !ends_rewind {
+            state.unknown = before;
+        }
         state.claims = lineage.claims;
         (times.lsn, (state.generator.resume_point(), state.node), rewound)
     };

@@ -9,9 +9,15 @@
 //! [`crate::snowflake::rewind_note`]), and while the note is there a server
 //! with its number set by hand issues no ID, promoted or not, until a DBA
 //! raises the floor above the IDs it issued before ([`super::marks::raise_floor`]
-//! removes the note). With `worker_id = auto` the note is kept but not
-//! applied: promoted, the server claims a number no server of its lineage
-//! used, its own old one among them, so its IDs cannot meet those.
+//! removes the note; a floor from a sequence's value does not). With
+//! `worker_id = auto` the note is kept but not applied: promoted, the server
+//! claims a number its lineage does not hold, and its old claim is held
+//! while the source knew it (a claim it made on the timeline it left, the
+//! source never saw: docs/guarantees.md says what is not covered).
+//!
+//! A replica that pg_rewind rewound (it had replayed past the switch point)
+//! never issued IDs there, but nothing in the data directory tells it from a
+//! rewound primary: it refuses too, once promoted, until a floor.
 
 use pgrx::prelude::*;
 use pgrx::PgLogLevel;

@@ -5,10 +5,12 @@
 //! WAL that carried them. Which number issued them, and when the rewind was
 //! first seen, is all that is left to say.
 //!
-//! Invariant: while the note names the number a server generates with, that
-//! server issues no ID: its own IDs from before the rewind may lie anywhere
-//! below its clock of then, plus what a clock running ahead added. A floor a
-//! DBA raises ends it; so does another number.
+//! Invariant: while the note is there, a server with its number set by hand
+//! issues no ID, whatever that number is now (pg_rewind may have copied its
+//! source's configuration, so the number it had before is not known): its
+//! own IDs from before the rewind may lie anywhere below its clock of then,
+//! plus what a clock running ahead added. Only a floor a DBA raises ends it.
+//! `node` is the number it started with after the rewind, for the record.
 
 use std::fmt;
 
