@@ -422,6 +422,52 @@ fn an_old_primary_that_ran_ahead_alone_then_was_rewound_issues_nothing_below_unt
 }
 
 #[test]
+fn an_old_primary_rebuilt_from_a_copy_of_the_new_one_issues_nothing_below_until_a_floor_covers_it() {
+    // Patroni's reinit instead of pg_rewind: A's data directory replaced by
+    // a base backup of B, A's own number set again. B's lineage left that
+    // number when B took over.
+    let a = Cluster::new("rba", &SETTINGS);
+    a.start();
+    a.session().batch_execute(TABLE).unwrap();
+    let b = Cluster::standby_of(&a, "rbb", &["snowflake_id.worker_id = 2"]);
+    b.start();
+    let mut issued = Issued::default();
+    issued.insert(&a, "a", ROWS);
+    b.wait_for_replay_of(&a);
+    b.stop();
+    let mut lost = issued;
+    lost.run_ahead(&a);
+    a.stop_immediate();
+    b.start();
+    b.promote();
+    b.wait_until_writable();
+    issued.insert(&b, "b", ROWS);
+    b.connect().batch_execute("CHECKPOINT").unwrap();
+
+    let rebuilt = Cluster::standby_of(&b, "rba2", &[SETTINGS[1]]);
+    rebuilt.start();
+    rebuilt.wait_for_replay_of(&b);
+    assert!(rebuilt.log().contains("with a number its lineage used and left"), "{}", rebuilt.log());
+    let unknown: Option<String> = rebuilt.one("SELECT mark_unknown FROM snowflake_status()");
+    assert_eq!(unknown.as_deref(), Some("pg_rewind"));
+    // A copy given a number of its own is no rebuild: it may generate.
+    let fresh = Cluster::standby_of(&b, "rbc", &["snowflake_id.worker_id = 3"]);
+    fresh.start();
+    fresh.wait_for_replay_of(&b);
+    let unknown: Option<String> = fresh.one("SELECT mark_unknown FROM snowflake_status()");
+    assert_eq!(unknown, None);
+
+    b.stop();
+    rebuilt.promote();
+    rebuilt.wait_until_writable();
+    assert_refuses_as_rewound(&rebuilt);
+    raise_floor(&rebuilt, lost.max);
+    let before = lost.max;
+    let (min, _) = lost.insert(&rebuilt, "a rebuilt", ROWS);
+    assert!(min > before, "IDs start at {min}, not above {before} that A issued before it was rebuilt");
+}
+
+#[test]
 fn a_standby_whose_copy_left_out_the_state_file_shows_it_before_a_failover() {
     // A base backup without snowflake_id.state (a backup tool's exclusion),
     // the note kept: the standby would refuse once promoted, and says so

@@ -406,8 +406,9 @@ fn refuse_unknown_mark(why: Unknown) -> ! {
         Unknown::Rewound(seen_at) => refused
             .set_detail(match seen_at.and_then(timestamptz) {
                 Some(at) => format!(
-                    "pg_rewind made this server a standby (first started after it at {at}), and took away the marks of \
-                     the IDs it issued before; the note \"snowflake_id.rewound\" in the data directory keeps this."
+                    "pg_rewind, or a rebuild from a copy of another server, took away the marks of the IDs this \
+                     server issued before (it first started after that at {at}); the note \"snowflake_id.rewound\" \
+                     in the data directory keeps this."
                 ),
                 None => {
                     "A note in the data directory (\"snowflake_id.rewound\") says pg_rewind took away the marks of \

@@ -33,14 +33,27 @@ use crate::snowflake::rewind_note::RewindNote;
 /// state shared memory starts with. Postmaster only.
 pub fn at_start(state: &mut State, first_start: bool) {
     let config = settings::config();
-    if first_start && control::started_from_rewind() {
+    // A copy (a new base backup, a restore) that starts with a number its
+    // lineage used and left: the server that used it, rebuilt rather than
+    // rewound (Patroni's reinit), has lost the marks of its last IDs just
+    // as a rewound one has.
+    let rebuilt = first_start
+        && control::started_from_copy()
+        && !control::started_from_rewind()
+        && !config.auto_worker
+        && state.claims.left(config.node);
+    if first_start && (control::started_from_rewind() || rebuilt) {
         let note = RewindNote { node: config.node, seen_at: clock::now() };
         if let Err(e) = state_file::write_rewind_note(&note) {
             error::ErrorReport::from(e)
                 .set_detail("This start refuses IDs all the same; a restart without the note would not.")
                 .report(PgLogLevel::WARNING);
         }
-        report_rewind(state, config.auto_worker);
+        if rebuilt {
+            report_rebuilt(config.node);
+        } else {
+            report_rewind(state, config.auto_worker);
+        }
         if !config.auto_worker {
             state.unknown = Some(Unknown::Rewound(Some(note.seen_at)));
         }
@@ -63,6 +76,24 @@ pub fn at_start(state: &mut State, first_start: bool) {
             state.unknown = Some(Unknown::Rewound(None));
         }
     }
+}
+
+fn report_rebuilt(own: crate::snowflake::codec::Node) {
+    error::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "snowflake_id started from a copy with a number its lineage used and left (datacenter {}, worker {}): the \
+             last IDs of that number are unknown to it",
+            own.datacenter, own.worker
+        ),
+    )
+    .set_detail(
+        "Another number became the lineage's after that one: this is most likely the server that used it, rebuilt \
+         from a copy of the new primary (a Patroni reinit), and the IDs it issued last may lie past any mark the \
+         lineage saw. It issues no ID until a floor is raised, also once promoted.",
+    )
+    .set_hint(REWOUND_HINT)
+    .report(PgLogLevel::WARNING);
 }
 
 fn report_rewind(state: &State, auto: bool) {

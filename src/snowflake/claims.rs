@@ -328,6 +328,16 @@ impl Claims {
         self.current
     }
 
+    /// Whether the lineage used `node` and then left it: another number
+    /// became current after it, and no superuser released it. A copy that
+    /// starts with such a number is most likely the server that used it,
+    /// rebuilt (a Patroni reinit of an old primary), whose last IDs may lie
+    /// past anything the lineage saw of them.
+    pub fn left(&self, node: Node) -> bool {
+        self.current != Some(node)
+            && self.get(node).is_some_and(|c| c.superseded_at.is_some() && c.released_at.is_none())
+    }
+
     /// The auto claim this data directory made and generates with, if any.
     pub fn own_claim(&self) -> Option<&Claim> {
         let current = self.current?;

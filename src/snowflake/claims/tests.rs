@@ -136,6 +136,16 @@ fn an_earlier_mark_raises_its_numbers_last_mark_but_leaves_the_own_claim_current
 }
 
 #[test]
+fn a_number_the_lineage_left_is_told_from_the_current_one_a_released_one_and_a_new_one() {
+    let mut claims = lineage(&[4, 5]);
+    assert!(claims.left(node(4)), "superseded by 5");
+    assert!(!claims.left(node(5)), "current");
+    assert!(!claims.left(node(6)), "never used");
+    claims.release(node(4), NOW).unwrap();
+    assert!(!claims.left(node(4)), "released");
+}
+
+#[test]
 fn a_claim_not_made_here_is_not_own() {
     let mut claims = lineage(&[4]);
     assert!(claims.own_claim().is_none(), "replayed, not made here");
