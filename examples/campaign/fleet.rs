@@ -95,6 +95,8 @@ fn publisher_settings((datacenter, worker): (i32, i32)) -> Vec<String> {
         "max_wal_senders = 20".into(),
         "max_replication_slots = 20".into(),
         "wal_keep_size = '1GB'".into(),
+        // pg_rewind of an old primary (the failover kind's rejoin).
+        "wal_log_hints = on".into(),
         "max_connections = 60".into(),
         format!("snowflake_id.datacenter_id = {datacenter}"),
         format!("snowflake_id.worker_id = {worker}"),
@@ -369,6 +371,9 @@ impl Fleet {
     fn failover(&mut self, rng: &mut Rng) -> (String, String) {
         let Some(standby) = self.standby.take() else { return ("-".into(), "no standby".into()) };
         let switched = rng.chance(50);
+        // The old primary rejoins as Patroni's pg_rewind makes it rejoin,
+        // or is rebuilt from a new base backup.
+        let rewind = rng.chance(50);
         if switched {
             self.p_auto = !self.p_auto;
             standby.cluster.stop();
@@ -379,18 +384,58 @@ impl Fleet {
         standby.cluster.promote();
         standby.cluster.wait_until_writable();
         let old = std::mem::replace(&mut self.primary, standby);
-        let floor = if self.sync { None } else { self.raise_floor_to_what_got_out() };
-        self.after_takeover();
+        // A standby that was itself rewound, with its number set by hand,
+        // refuses IDs until a floor covers what it issued before: the DBA's
+        // floor from the clients' record, as docs/deployment.md says.
+        let was_rewound = self.primary.cluster.one::<Option<String>>("SELECT mark_unknown FROM snowflake_status()")
+            == Some("pg_rewind".into());
+        let floor = if self.sync && !was_rewound { None } else { self.raise_floor_to_what_got_out() };
+        let old_name = old.name.clone();
+        let rejoined = if rewind { self.rewind_onto_primary(old) } else { None };
+        let how = match &rejoined {
+            Some(_) => "rewound as its standby",
+            None => "rebuilt as standby",
+        };
+        self.after_takeover(rejoined);
         let number = p_number(&self.primary.cluster);
         (
             self.primary.name.clone(),
             format!(
-                "promoted, old primary {} rebuilt as standby, floor {floor:?}, worker_id = {}{}, number {number}",
-                old.name,
+                "promoted{}, old primary {} {how}, floor {floor:?}, worker_id = {}{}, number {number}",
+                if was_rewound { " (rewound before, floor raised)" } else { "" },
+                old_name,
                 p_worker_setting(self.p_auto),
                 if switched { " (switched)" } else { "" }
             ),
         )
+    }
+
+    /// pg_rewind of the stopped old primary onto the new one, and its start
+    /// as the new one's standby; `None` (the old one dropped) when pg_rewind
+    /// fails.
+    fn rewind_onto_primary(&mut self, old: Server) -> Option<Server> {
+        let p = &self.primary.cluster;
+        // The new primary's control file names its timeline after a checkpoint.
+        p.connect().batch_execute("CHECKPOINT").unwrap();
+        let source = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", p.port);
+        let out = old
+            .cluster
+            .run("pg_rewind", &["--target-pgdata", old.cluster.data.to_str().unwrap(), "--source-server", &source]);
+        if !out.status.success() {
+            eprintln!("campaign: pg_rewind of {} failed: {}", old.name, String::from_utf8_lossy(&out.stderr));
+            return None;
+        }
+        // pg_rewind copied the new primary's configuration: the old one's
+        // own port and socket directory, and the new primary to stream from.
+        let mut lines = vec![
+            format!("port = {}", old.cluster.port),
+            format!("unix_socket_directories = '{}'", old.cluster.dir.display()),
+        ];
+        lines.extend(standby_settings(p, &old.name));
+        old.cluster.set(&lines.join("\n"));
+        old.cluster.write_data_file("standby.signal", b"");
+        old.cluster.start();
+        Some(old)
     }
 
     /// A point-in-time restore of a base backup as a new server that takes
@@ -406,7 +451,7 @@ impl Fleet {
         backup.cluster.wait_until_writable();
         let old = std::mem::replace(&mut self.primary, backup);
         let floor = self.raise_floor_to_what_got_out();
-        self.after_takeover();
+        self.after_takeover(None);
         (self.primary.name.clone(), format!("restored a base backup in place of {}, floor {floor:?}", old.name))
     }
 
@@ -426,7 +471,7 @@ impl Fleet {
 
     /// A new primary of lineage P takes over: asynchronous again, clients
     /// and the aggregator follow it, a new standby and a new backup are made.
-    fn after_takeover(&mut self) {
+    fn after_takeover(&mut self, standby: Option<Server>) {
         let c = &self.primary.cluster;
         let mut admin = c.connect();
         admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names").unwrap();
@@ -436,11 +481,13 @@ impl Fleet {
         c.connect().batch_execute("SELECT pg_create_logical_replication_slot('sub_p', 'pgoutput')").unwrap();
         let sql = format!("ALTER SUBSCRIPTION sub_p CONNECTION '{}'", link_conninfo(Link::Subscription, c.port));
         self.a.connect().batch_execute(&sql).unwrap();
-        let name = self.next_name("s");
-        let settings = standby_settings(&self.primary.cluster, &name);
-        let standby = Cluster::standby_with_fake_clock(&self.primary.cluster, &name, &refs(&settings));
-        standby.start();
-        self.standby = Some(Server { name, cluster: standby });
+        self.standby = Some(standby.unwrap_or_else(|| {
+            let name = self.next_name("s");
+            let settings = standby_settings(&self.primary.cluster, &name);
+            let standby = Cluster::standby_with_fake_clock(&self.primary.cluster, &name, &refs(&settings));
+            standby.start();
+            Server { name, cluster: standby }
+        }));
         self.take_backup();
     }
 
