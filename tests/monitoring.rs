@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{db_error, Cluster};
+use common::{db_error, install_extension_file, Cluster};
 
 const EXPORTER: &str = "/usr/bin/prometheus-postgres-exporter";
 
@@ -346,4 +346,34 @@ fn the_exporter_serves_every_metric_with_the_servers_values() {
         ("id_space", "0"),
     ];
     assert_eq!(sample(&samples, "snowflake_id_node_info", &info), 1.0);
+}
+
+#[test]
+fn an_older_sql_loses_the_series_the_absence_alert_watches_until_the_update() {
+    // The library is new, the database's SQL the release before (between
+    // the restart and ALTER EXTENSION ... UPDATE): the shipped queries fail,
+    // and the exporter says so while it reaches the database, which is what
+    // SnowflakeMetricsAbsent and SnowflakeMetricsQueryFailing read
+    // (monitoring/alerts_test.yml).
+    let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+    let _previous = install_extension_file(&sql.join("snowflake_id--0.9.0.sql"));
+    let c = Cluster::new("monolder", &[]);
+    c.start();
+    c.connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id VERSION '0.9.0'; CREATE ROLE snowflake_exporter LOGIN IN ROLE pg_monitor",
+        )
+        .unwrap();
+    let exporter = Exporter::start(&c, "snowflake_exporter");
+    let samples = parse(&exporter.scrape());
+    let value = |name: &str| samples.get(name).and_then(|series| series.first()).map(|(_, v)| *v);
+    assert_eq!(value("pg_up"), Some(1.0), "the exporter reaches the database");
+    assert_eq!(value("pg_exporter_last_scrape_error"), Some(1.0), "a query failed");
+    assert_eq!(value("snowflake_id_ids_issued_total"), None, "the main query's series are gone");
+
+    c.connect().batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+    let samples = parse(&exporter.scrape());
+    let value = |name: &str| samples.get(name).and_then(|series| series.first()).map(|(_, v)| *v);
+    assert_eq!(value("pg_exporter_last_scrape_error"), Some(0.0));
+    assert!(value("snowflake_id_ids_issued_total").is_some(), "the series are back");
 }

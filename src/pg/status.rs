@@ -165,10 +165,12 @@ fn row() -> Vec<(&'static str, Option<pg_sys::Datum>)> {
         ("waits", count(stats.waits).into_datum()),
         ("wait_time_ms", (stats.wait_micros as f64 / 1000.0).into_datum()),
         ("drift_ms", ms(generator.drift(now)).into_datum()),
-        // NULL before the first mark, and while the mark is unknown: the epoch would say something false.
+        // NULL before the first mark, and while the mark is unknown: the
+        // epoch would say something false. A rewound server's mark is known
+        // (what it lost lies beside it, and mark_unknown says so).
         (
             "high_water_mark",
-            (state.unknown.is_none_or(|u| matches!(u, shmem::Unknown::NotBefore(_))) && mark.position > 0)
+            (state.unknown.is_none_or(shmem::Unknown::keeps_mark) && mark.position > 0)
                 .then(|| config.codec.instant_of(generator.template().tick_of(mark.position)))
                 .flatten()
                 .and_then(timestamptz)
