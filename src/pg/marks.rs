@@ -209,12 +209,7 @@ pub fn raise_floor(floor: Mark, node: Node, ends_rewind: bool) -> Option<(Mark, 
                 .raise(PgLogLevel::ERROR)
         });
         let mut state = shmem::lock();
-        let before = state.unknown;
-        let rewound = matches!(before, Some(Unknown::Rewound(_))) && ends_rewind;
-        state.floor_written(floor, times);
-        if matches!(before, Some(Unknown::Rewound(_))) && !ends_rewind {
-            state.unknown = before;
-        }
+        let rewound = state.floor_written(floor, times, ends_rewind);
         state.claims = lineage.claims;
         (times.lsn, (state.generator.resume_point(), state.node), rewound)
     };

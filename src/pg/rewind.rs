@@ -27,6 +27,7 @@ use super::error;
 use super::marks::REWOUND_HINT;
 use super::shmem::{State, Unknown};
 use super::{clock, settings, state_file};
+use crate::snowflake::codec::Node;
 use crate::snowflake::rewind_note::RewindNote;
 
 /// Notes a rewind at the first start after it, and applies the note to the
@@ -78,7 +79,7 @@ pub fn at_start(state: &mut State, first_start: bool) {
     }
 }
 
-fn report_rebuilt(own: crate::snowflake::codec::Node) {
+fn report_rebuilt(own: Node) {
     error::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         format!(

@@ -214,19 +214,28 @@ impl State {
         }
     }
 
-    /// Records a DBA's floor made durable: it is the floor now, whatever was
-    /// unknown before.
-    pub fn floor_written(&mut self, floor: Mark, times: WriteTimes) {
+    /// Records a floor made durable: it is the floor now, whatever was
+    /// unknown before, but for a settings change waiting for its instant
+    /// (the floor does not bring it nearer) and a rewind's refusal unless
+    /// `ends_rewind` (a DBA's own floor: a sequence's value says nothing of
+    /// the IDs a rewind took the marks of). Returns whether it ended a
+    /// rewind's refusal.
+    pub fn floor_written(&mut self, floor: Mark, times: WriteTimes, ends_rewind: bool) -> bool {
         self.generator.floor_written(floor);
         self.mark_lsn = times.lsn;
-        // A settings change still waits for its instant: the floor does not
-        // bring it nearer.
-        if !matches!(self.unknown, Some(Unknown::NotBefore(_))) {
+        let rewound = matches!(self.unknown, Some(Unknown::Rewound(_)));
+        let stays = match self.unknown {
+            Some(Unknown::NotBefore(_)) => true,
+            Some(Unknown::Rewound(_)) => !ends_rewind,
+            _ => false,
+        };
+        if !stays {
             self.unknown = None;
         }
         self.failing = false;
         self.wal_micros += times.wal_micros;
         self.file_micros += times.file_micros;
+        rewound && ends_rewind
     }
 
     /// Whether a clock step back awaits its report (then every call takes
