@@ -168,3 +168,40 @@ fn a_replica_with_its_own_number_is_no_renumbering() {
         copy.stop();
     }
 }
+
+#[test]
+fn a_standby_given_its_primarys_state_file_by_hand_is_no_renumbering() {
+    // The remedy for a standby whose mark is unknown (review of 0.8.0,
+    // finding 8a): its primary's file, copied in. 0.10.0 warned that the
+    // standby's node number had changed, with a hint about handing on a
+    // number it never used; the file names its writer now.
+    let primary = Cluster::new("handprimary", &["snowflake_id.worker_id = 1"]);
+    primary.start();
+    let before: i64 =
+        primary.session().query_one("SELECT max(id) FROM snowflake_next_ids(100) id", &[]).unwrap().get(0);
+    let standby = Cluster::standby_of(&primary, "handstandby", &["snowflake_id.worker_id = 19"]);
+    standby.start();
+    standby.wait_for_replay_of(&primary);
+    standby.stop();
+    let file = std::fs::read(primary.state_file()).unwrap();
+    assert!(String::from_utf8_lossy(&file).contains("written_by="), "the primary's file names its writer");
+    standby.write_data_file("snowflake_id.state", &file);
+    standby.start();
+    let log = standby.log();
+    let restart = &log[log.rfind("database system is shut down").unwrap()..];
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let writer = format!("{}:{}", host.trim(), primary.data.display());
+    assert!(
+        restart.contains(&format!(
+            "LOG:  snowflake_id continues above the marks of the server that wrote its state file ({writer})"
+        )),
+        "{restart}"
+    );
+    assert!(restart.contains("(datacenter 0, worker 1), with its own number (datacenter 0, worker 19)"), "{restart}");
+    assert!(!restart.contains("node number changed"), "a false alarm:\n{restart}");
+    primary.stop_immediate();
+    standby.promote();
+    standby.wait_until_writable();
+    let next: i64 = standby.one("SELECT snowflake_next_id()");
+    assert!(next > before, "above the primary's IDs: {next} <= {before}");
+}

@@ -49,19 +49,6 @@ use crate::snowflake::generator::Mark;
 use crate::snowflake::id_space;
 use crate::snowflake::layout::Field;
 
-/// This server's host name, as the kernel has it (a pod's name on Kubernetes).
-pub fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: a buffer of its stated length; gethostname writes at most that.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    if ok {
-        String::from_utf8_lossy(&buf[..len]).into_owned()
-    } else {
-        String::new()
-    }
-}
-
 /// Whether `node` is a number of this server's datacenter that the layout's
 /// worker field holds: a claim of another datacenter, or of a wider field,
 /// is not one to generate with (the settings changed since it was made).
@@ -139,7 +126,7 @@ fn settle_for(for_a_call: bool) -> Result<(), NoneFree> {
     }
     let config = settings::config();
     let timeline = wal::insertion_timeline();
-    let host = host_name();
+    let host = control::host_name();
     let own = state.claims.own_claim().filter(|c| c.host == Host::new(&host) && c.node == state.node && fits(c.node));
     if own.is_some_and(|c| c.timeline == timeline) {
         shmem::lock().claim_pending = false;

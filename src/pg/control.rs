@@ -5,7 +5,7 @@
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use pgrx::prelude::*;
 
@@ -122,6 +122,27 @@ pub fn starts_as_standby() -> bool {
 /// point-in-time recovery (`recovery.signal`).
 pub fn starts_in_recovery() -> bool {
     starts_as_standby() || data_dir_path().join("recovery.signal").exists()
+}
+
+/// This server's host name, as the kernel has it (a pod's name on Kubernetes).
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: a buffer of its stated length; gethostname writes at most that.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if ok {
+        String::from_utf8_lossy(&buf[..len]).into_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// This server as a state file names its writer: host name and data
+/// directory, which tell the primary's file copied into a standby from the
+/// standby's own (see `StateRecord::written_by`).
+pub fn writer() -> &'static str {
+    static WRITER: OnceLock<String> = OnceLock::new();
+    WRITER.get_or_init(|| format!("{}:{}", host_name(), data_dir().to_string_lossy()))
 }
 
 fn data_dir() -> &'static CStr {

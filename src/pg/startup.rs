@@ -211,7 +211,11 @@ fn initial_state(first_start: bool) -> State {
         // An auto server's number changes at its claim, which says so.
         if !config.auto_worker {
             if is_a_copy_of(record.node, first_start) {
-                report_copied_file(record.node, node);
+                report_copied_file(record.node, node, "the server this data directory was copied from");
+            } else if let Some(writer) = record.written_by.as_deref().filter(|_| written_elsewhere(&record)) {
+                // A file put in by hand: the documented remedy for a standby
+                // without one is its primary's.
+                report_copied_file(record.node, node, &format!("the server that wrote its state file ({writer})"));
             } else {
                 report_new_node(&node_changed, record.node, node, &lineage.claims);
             }
@@ -405,15 +409,23 @@ fn is_a_copy_of(file_node: Node, first_start: bool) -> bool {
     }
 }
 
+/// Whether another server wrote the state file: its host name or data
+/// directory differs from this server's. A file of 0.10.0 or before does
+/// not say, and counts as this server's.
+fn written_elsewhere(record: &StateRecord) -> bool {
+    record.written_elsewhere(control::writer()) == Some(true)
+}
+
 /// A replica, a restored backup or a rewound server starts with the state
-/// file of the server it was copied from, written under that server's
-/// number: nothing to check, so no warning.
-fn report_copied_file(old: Node, new: Node) {
+/// file of the server it was copied `from`, written under that server's
+/// number (or a DBA put that server's file in): nothing to check, so no
+/// warning.
+fn report_copied_file(old: Node, new: Node, from: &str) {
     error::new(
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
         format!(
-            "snowflake_id continues above the marks of the server this data directory was copied from (datacenter \
-             {}, worker {}), with its own number (datacenter {}, worker {})",
+            "snowflake_id continues above the marks of {from} (datacenter {}, worker {}), with its own number \
+             (datacenter {}, worker {})",
             old.datacenter, old.worker, new.datacenter, new.worker
         ),
     )

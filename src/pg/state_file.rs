@@ -24,7 +24,7 @@ use pgrx::prelude::*;
 
 use super::error::{self, file_access_code, file_hint, os_message, ErrorReport, Raise};
 use super::shmem::Lineage;
-use super::{ffi, settings};
+use super::{control, ffi, settings};
 use crate::snowflake::config::sentence;
 use crate::snowflake::generator::Mark;
 use crate::snowflake::rewind_note::RewindNote;
@@ -123,14 +123,14 @@ pub fn read() -> Result<Option<StateFile>, ReadError> {
 pub fn write_mark(mark: &Mark, exact: bool, lineage: &Lineage) -> Result<(), WriteError> {
     let config = settings::config();
     let record = StateRecord::new(mark, exact, &config.codec, lineage.node, lineage.id_space, &lineage.claims);
-    write(&record.render())?;
+    write(&record.by(control::writer()).render())?;
     note_ids_issued()
 }
 
-/// Writes `record` as it is: a file read at start, rewritten with a change
-/// that must outlast a crash before the next mark.
+/// Writes `record`: a file read at start, rewritten with a change that must
+/// outlast a crash before the next mark (this server its writer now).
 pub fn write_record(record: &StateRecord) -> Result<(), WriteError> {
-    write(&record.render())
+    write(&record.clone().by(control::writer()).render())
 }
 
 /// The note's name in the data directory.

@@ -55,6 +55,11 @@ pub struct StateRecord {
     pub id_space: u32,
     /// The node numbers the lineage used (version 4; before, the file's own).
     pub claims: ClaimsRecord,
+    /// The server that wrote the file, as host name and data directory
+    /// (since 0.11.0, a line that older versions pass over): a file whose
+    /// node differs from the server's own came from another server when
+    /// this differs too, and from this server renumbered when it does not.
+    pub written_by: Option<String>,
 }
 
 /// The lineage's node numbers as the file keeps them ([`Claims`] in a form
@@ -95,7 +100,19 @@ impl StateRecord {
             node,
             id_space,
             claims: ClaimsRecord::of(claims),
+            written_by: None,
         }
+    }
+
+    /// The record as the server `writer` writes it (see [`Self::written_by`]).
+    pub fn by(self, writer: &str) -> Self {
+        StateRecord { written_by: Some(one_line(writer)), ..self }
+    }
+
+    /// Whether another server than `writer` wrote the file; `None` when the
+    /// file does not say (written before 0.11.0).
+    pub fn written_elsewhere(&self, writer: &str) -> Option<bool> {
+        self.written_by.as_deref().map(|w| w != one_line(writer))
     }
 
     /// The ID settings the mark was made under, or why they cannot be read back.
@@ -154,6 +171,9 @@ impl StateRecord {
         let _ = writeln!(body, "datacenter_id={}", self.node.datacenter);
         let _ = writeln!(body, "worker_id={}", self.node.worker);
         let _ = writeln!(body, "id_space={}", self.id_space);
+        if let Some(writer) = &self.written_by {
+            let _ = writeln!(body, "written_by={writer}");
+        }
         let claims = &self.claims;
         let _ = writeln!(body, "current={}", claims.current.map_or_else(|| "-".into(), node_text));
         let _ = writeln!(body, "claimed_here={}", if claims.own { "yes" } else { "no" });
@@ -173,6 +193,12 @@ impl StateRecord {
         }
         seal(body)
     }
+}
+
+/// `text` on one line of the file: control characters (a line break in a
+/// path) become `?`.
+fn one_line(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 fn node_text(n: Node) -> String {
@@ -316,6 +342,7 @@ pub fn parse(text: &str) -> Result<StateFile, String> {
         node,
         id_space: if version == "3" || version == VERSION { u32_of("id_space")? } else { 0 },
         claims,
+        written_by: value("written_by").ok().map(str::to_string),
     }))
 }
 
@@ -472,6 +499,23 @@ mod tests {
         }
         let unknown = render_unknown("pg_upgrade made this cluster");
         assert_eq!(parse(&unknown), Ok(StateFile::Unknown { reason: "pg_upgrade made this cluster".into() }));
+    }
+
+    #[test]
+    fn the_writer_is_kept_and_told_apart() {
+        let r = record(true).by("pg-1:/var/lib/postgresql/18/main");
+        assert_eq!(parse(&r.render()), Ok(StateFile::Mark(r.clone())));
+        assert_eq!(r.written_elsewhere("pg-1:/var/lib/postgresql/18/main"), Some(false));
+        assert_eq!(r.written_elsewhere("pg-2:/var/lib/postgresql/18/main"), Some(true));
+        assert_eq!(r.written_elsewhere("pg-1:/srv/copy"), Some(true));
+        // A file of 0.10.0 or before does not say.
+        assert_eq!(record(true).written_elsewhere("pg-1:/x"), None);
+        assert!(!record(true).render().contains("written_by"));
+        // A line break in a data directory's path cannot end the line early.
+        let odd = record(true).by("pg-1:/srv/a\nkind=unknown");
+        let StateFile::Mark(back) = parse(&odd.render()).unwrap() else { panic!("still a mark") };
+        assert_eq!(back.written_by.as_deref(), Some("pg-1:/srv/a?kind=unknown"));
+        assert_eq!(back.written_elsewhere("pg-1:/srv/a\nkind=unknown"), Some(false));
     }
 
     /// The file as snowflake_id 0.4.0 to 0.8.0 wrote it (version 3): no claims.
