@@ -374,6 +374,10 @@ impl Fleet {
         // The old primary rejoins as Patroni's pg_rewind makes it rejoin,
         // or is rebuilt from a new base backup.
         let rewind = rng.chance(50);
+        // Half of those rejoins follow a split brain, and fail back.
+        if rewind && !self.sync && rng.chance(50) {
+            return self.failback_after_divergence(standby, rng);
+        }
         if switched {
             self.p_auto = !self.p_auto;
             standby.cluster.stop();
@@ -391,7 +395,7 @@ impl Fleet {
             == Some("pg_rewind".into());
         let floor = if self.sync && !was_rewound { None } else { self.raise_floor_to_what_got_out() };
         let old_name = old.name.clone();
-        let rejoined = if rewind { self.rewind_onto_primary(old) } else { None };
+        let rejoined = if rewind { self.rewind_onto_primary(old, &[]) } else { None };
         let how = match &rejoined {
             Some(_) => "rewound as its standby",
             None => "rebuilt as standby",
@@ -411,9 +415,9 @@ impl Fleet {
     }
 
     /// pg_rewind of the stopped old primary onto the new one, and its start
-    /// as the new one's standby; `None` (the old one dropped) when pg_rewind
-    /// fails.
-    fn rewind_onto_primary(&mut self, old: Server) -> Option<Server> {
+    /// as the new one's standby, with `own` settings of its own besides;
+    /// `None` (the old one dropped) when pg_rewind fails.
+    pub(crate) fn rewind_onto_primary(&mut self, old: Server, own: &[String]) -> Option<Server> {
         let p = &self.primary.cluster;
         // The new primary's control file names its timeline after a checkpoint.
         p.connect().batch_execute("CHECKPOINT").unwrap();
@@ -432,6 +436,7 @@ impl Fleet {
             format!("unix_socket_directories = '{}'", old.cluster.dir.display()),
         ];
         lines.extend(standby_settings(p, &old.name));
+        lines.extend_from_slice(own);
         old.cluster.set(&lines.join("\n"));
         old.cluster.write_data_file("standby.signal", b"");
         old.cluster.start();
@@ -455,7 +460,7 @@ impl Fleet {
         (self.primary.name.clone(), format!("restored a base backup in place of {}, floor {floor:?}", old.name))
     }
 
-    fn raise_floor_to_what_got_out(&self) -> Option<i64> {
+    pub(crate) fn raise_floor_to_what_got_out(&self) -> Option<i64> {
         // The old primary is stopped: the calls it answered last reach the
         // record before the largest ID is read (their connections are gone,
         // so every call on P ends; the bound is for a hung client).
@@ -471,16 +476,12 @@ impl Fleet {
 
     /// A new primary of lineage P takes over: asynchronous again, clients
     /// and the aggregator follow it, a new standby and a new backup are made.
-    fn after_takeover(&mut self, standby: Option<Server>) {
-        let c = &self.primary.cluster;
-        let mut admin = c.connect();
+    pub(crate) fn after_takeover(&mut self, standby: Option<Server>) {
+        let mut admin = self.primary.cluster.connect();
         admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names").unwrap();
         admin.batch_execute("SELECT pg_reload_conf()").unwrap();
         self.sync = false;
-        self.targets.set("P", &self.primary.name, c.port);
-        c.connect().batch_execute("SELECT pg_create_logical_replication_slot('sub_p', 'pgoutput')").unwrap();
-        let sql = format!("ALTER SUBSCRIPTION sub_p CONNECTION '{}'", link_conninfo(Link::Subscription, c.port));
-        self.a.connect().batch_execute(&sql).unwrap();
+        self.follow_primary();
         self.standby = Some(standby.unwrap_or_else(|| {
             let name = self.next_name("s");
             let settings = standby_settings(&self.primary.cluster, &name);
@@ -489,6 +490,15 @@ impl Fleet {
             Server { name, cluster: standby }
         }));
         self.take_backup();
+    }
+
+    /// Clients and the aggregator's subscription follow lineage P's primary.
+    pub(crate) fn follow_primary(&self) {
+        let c = &self.primary.cluster;
+        self.targets.set("P", &self.primary.name, c.port);
+        c.connect().batch_execute("SELECT pg_create_logical_replication_slot('sub_p', 'pgoutput')").unwrap();
+        let sql = format!("ALTER SUBSCRIPTION sub_p CONNECTION '{}'", link_conninfo(Link::Subscription, c.port));
+        self.a.connect().batch_execute(&sql).unwrap();
     }
 
     /// The deployment guide's renumbering of Q (a number no server used),

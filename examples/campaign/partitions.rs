@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use crate::common::Cluster;
 use crate::fleet::{
-    caught_up, guard_clashes, p_number, refs, wait_for, Fleet, DATACENTER, P_WORKER, SPLIT_DATACENTER, TABLE,
+    caught_up, guard_clashes, p_number, p_worker_setting, refs, wait_for, Fleet, Server, DATACENTER, P_WORKER,
+    SPLIT_DATACENTER, TABLE,
 };
 use crate::net::{conninfo, Link};
 use crate::record::{now_us, Id, Recorder};
@@ -237,6 +238,113 @@ impl Fleet {
             format!(
                 "promoted while cut off for {hold} s, number {number_text} {whose} detected={detected} ok={ok} \
                  (streaming={streaming} written={written} applied={applied})"
+            ),
+        )
+    }
+
+    /// A failover and Patroni's failback, with a split brain between (the
+    /// failover kind's variant for half its rewinds). The old primary O,
+    /// cut off from its standby S, goes on for a client of its own (lineage
+    /// `D<O>`) with its clock ahead, while S is promoted: with a number of
+    /// its own (the deployment guide's rule for a standby promoted while its
+    /// old primary may still run) or the one it claims with `worker_id =
+    /// auto`. O stops, its clock is set right, it is rewound onto S and,
+    /// keeping its own number as configuration outside the data directory
+    /// would, promoted again in S's place. With a number set by hand it must
+    /// refuse IDs until the DBA's floor covers what it issued on the lost
+    /// timeline (from the clients' record), and the checker holds its IDs
+    /// after the failback above those; with `auto` it claims anew.
+    pub fn failback_after_divergence(&mut self, standby: Server, rng: &mut Rng) -> (String, String) {
+        let auto = self.p_auto;
+        let (o_name, s_name) = (self.primary.name.clone(), standby.name.clone());
+        let cut = self.net.cut(Link::Standby, self.primary.cluster.port);
+        if !auto {
+            self.splits_with_own_number += 1;
+            let worker = (self.splits_with_own_number - 1) % 31;
+            standby.cluster.stop();
+            standby
+                .cluster
+                .set(&format!("snowflake_id.datacenter_id = {SPLIT_DATACENTER}\nsnowflake_id.worker_id = {worker}"));
+            standby.cluster.start();
+        }
+        // Clients leave O before S takes over, so S's floor covers what
+        // they got from O; only D's client stays on O.
+        self.targets.pause("P");
+        standby.cluster.promote();
+        standby.cluster.wait_until_writable();
+        let o = std::mem::replace(&mut self.primary, standby);
+        self.raise_floor_to_what_got_out();
+        self.follow_primary();
+        let s_number = p_number(&self.primary.cluster);
+        // O's lost timeline, ahead of the clock.
+        let ahead = rng.range(30, 90) as i64;
+        let o_clock = o.cluster.clock.as_ref().expect("P's servers have a fake clock");
+        o_clock.set_offset(ahead);
+        let lineage: &'static str = Box::leak(format!("D{o_name}").into_boxed_str());
+        let writer = Writer::start(&o.cluster, "clash", &o_name, Some(lineage), &self.rec);
+        let hold = rng.range(2, 4);
+        sleep(Duration::from_secs(hold));
+        let diverged = writer.stop();
+        o.cluster.stop_immediate();
+        o_clock.set_offset(0);
+        self.net.heal(cut);
+        let own = if auto {
+            vec![]
+        } else {
+            vec![format!("snowflake_id.datacenter_id = {DATACENTER}"), format!("snowflake_id.worker_id = {P_WORKER}")]
+        };
+        let Some(o) = self.rewind_onto_primary(o, &own) else {
+            self.after_takeover(None);
+            return (o_name, format!("diverged {ahead} s ahead, pg_rewind failed ok=false"));
+        };
+        // S's clients for a moment, then the failback.
+        let written: String = self.primary.cluster.one("SELECT pg_current_wal_lsn()::text");
+        let following = wait_for(Duration::from_secs(60), || {
+            o.cluster.one::<Option<bool>>(&format!("SELECT pg_last_wal_replay_lsn() >= '{written}'::pg_lsn"))
+                == Some(true)
+        });
+        sleep(Duration::from_secs(rng.range(1, 3)));
+        self.targets.pause("P");
+        while self.targets.p_calls_in_flight() > 0 {
+            sleep(Duration::from_millis(10));
+        }
+        self.primary.cluster.stop_immediate();
+        o.cluster.promote();
+        o.cluster.wait_until_writable();
+        let s = std::mem::replace(&mut self.primary, o);
+        drop(s);
+        let o = &self.primary.cluster;
+        let unknown: Option<String> = o.one("SELECT mark_unknown FROM snowflake_status()");
+        let refused = o.connect().query_one("SELECT snowflake_next_id()", &[]).err().and_then(|e| e.code().cloned());
+        let refused = refused.map(|code| code.code().to_string());
+        // The DBA's floor: above what got out of P and of O's lost timeline.
+        let floor = if auto {
+            self.raise_floor_to_what_got_out()
+        } else {
+            let floor = self.rec.max_of("P").max(self.rec.max_of(lineage));
+            if let Some(f) = floor {
+                o.connect().query_one("SELECT snowflake_raise_floor($1)", &[&f]).unwrap();
+            }
+            floor
+        };
+        let o_number = p_number(&self.primary.cluster);
+        self.after_takeover(None);
+        // With a number set by hand, O refused until the floor; with auto
+        // it did not, and claimed anew.
+        let as_documented = if auto {
+            refused.is_none()
+        } else {
+            refused.as_deref() == Some("55000") && unknown.as_deref() == Some("pg_rewind")
+        };
+        let ok = diverged > 0 && following && as_documented;
+        (
+            o_name,
+            format!(
+                "diverged {ahead} s ahead for {hold} s ({diverged} IDs as {lineage}), {} promoted with number \
+                 {s_number}, failed back after pg_rewind: refused={refused:?} mark_unknown={unknown:?}, floor \
+                 {floor:?}, worker_id = {}, number {o_number} ok={ok}",
+                s_name,
+                p_worker_setting(auto),
             ),
         )
     }

@@ -37,6 +37,11 @@ impl Targets {
         self.by_lineage.write().unwrap().insert(lineage, Target { server: server.to_string(), port });
     }
 
+    /// Clients leave `lineage` alone until it is set again.
+    pub fn pause(&self, lineage: &str) {
+        self.by_lineage.write().unwrap().remove(lineage);
+    }
+
     pub fn get(&self, lineage: &str) -> Option<Target> {
         self.by_lineage.read().unwrap().get(lineage).cloned()
     }
