@@ -15,7 +15,9 @@
 //! every statement). So this is done only where snowflake_id's hook is the
 //! last before PostgreSQL's own; elsewhere such a COPY is refused before it
 //! reads a row, with a hint to list snowflake_id first in
-//! shared_preload_libraries.
+//! shared_preload_libraries. Except into a TimescaleDB hypertable, whose
+//! COPY TimescaleDB's hook runs itself, in either order: that one is read
+//! here and its rows inserted through an INSERT ([`super::copy_insert`]).
 
 use std::ffi::{c_char, CStr};
 
@@ -24,7 +26,7 @@ use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgTupleDesc};
 
 use super::statement::{option_names, relation_oid};
-use super::{parameters, rewrite};
+use super::{copy_insert, parameters, rewrite};
 use crate::pg::error::{self, Raise};
 use crate::pg::ffi;
 
@@ -34,6 +36,10 @@ pub enum Plan {
     Native,
     /// Run it here, into this table (locked): it fills a registered default.
     Serve(pg_sys::Oid),
+    /// Read it here and insert the rows through an INSERT, into this table
+    /// (locked), whose COPY another library's hook would run itself
+    /// ([`super::copy_insert`]).
+    Insert(pg_sys::Oid),
 }
 
 /// Whether `stmt` is a COPY FROM into a table that fills a default calling
@@ -77,8 +83,11 @@ pub unsafe fn plan(stmt: *mut pg_sys::CopyStmt, last_hook: bool) -> Plan {
             pg_sys::free_parsestate(pstate);
             rewrite::needs_ours(clause)
         };
+        let by_insert = !last_hook && copy_insert::routed_by_timescaledb(rel);
         pg_sys::table_close(rel, pg_sys::NoLock as _);
         match (column, last_hook) {
+            (Some(_), false) if by_insert => Plan::Insert(table),
+            (None, false) if filter_needs_ours && by_insert => Plan::Insert(table),
             (Some(column), false) => refuse(
                 table,
                 &format!("cannot fill column \"{column}\""),
@@ -164,6 +173,46 @@ pub unsafe fn run(
 ) -> u64 {
     // SAFETY: the caller's contract; PostgreSQL's own COPY steps, in DoCopy's order.
     unsafe {
+        let copy = open(stmt, table, query_string, query_env);
+        let processed = pg_sys::CopyFrom(copy.cstate);
+        copy.close();
+        processed
+    }
+}
+
+/// A COPY FROM begun as `DoCopy` begins it, with our functions in the defaults.
+pub struct Open {
+    pub pstate: *mut pg_sys::ParseState,
+    pub rel: pg_sys::Relation,
+    pub cstate: pg_sys::CopyFromState,
+}
+
+impl Open {
+    /// # Safety
+    /// As for [`open`], once the rows are read.
+    pub unsafe fn close(self) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            pg_sys::EndCopyFrom(self.cstate);
+            pg_sys::table_close(self.rel, pg_sys::NoLock as _);
+            pg_sys::free_parsestate(self.pstate);
+        }
+    }
+}
+
+/// DoCopy's checks (privileges, row security, read-only), then
+/// `BeginCopyFrom`, and our functions put into the defaults it built.
+///
+/// # Safety
+/// As for [`run`].
+pub unsafe fn open(
+    stmt: *mut pg_sys::CopyStmt,
+    table: pg_sys::Oid,
+    query_string: *const c_char,
+    query_env: *mut pg_sys::QueryEnvironment,
+) -> Open {
+    // SAFETY: the caller's contract; PostgreSQL's own COPY steps, in DoCopy's order.
+    unsafe {
         let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
         (*pstate).p_sourcetext = query_string;
         (*pstate).p_queryEnv = query_env;
@@ -199,11 +248,7 @@ pub unsafe fn run(
         }
         let cstate = begin(pstate, rel, where_clause, stmt);
         serve_defaults(cstate);
-        let processed = pg_sys::CopyFrom(cstate);
-        pg_sys::EndCopyFrom(cstate);
-        pg_sys::table_close(rel, pg_sys::NoLock as _);
-        pg_sys::free_parsestate(pstate);
-        processed
+        Open { pstate, rel, cstate }
     }
 }
 

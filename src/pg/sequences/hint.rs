@@ -18,8 +18,8 @@ use std::ffi::{CStr, CString};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::names;
 use super::registry::{self, Fence};
+use super::{names, utility};
 use crate::pg::shmem::{self, Refused};
 
 static mut PREVIOUS: pg_sys::emit_log_hook_type = None;
@@ -75,13 +75,24 @@ fn name_and_value(message: &str) -> Option<(&str, i64)> {
 /// when this backend's registry knows it, a condition when the registry is
 /// not read here.
 fn hint_for(name: &str, value: i64) -> Option<String> {
-    let path = "a path no query plan covers (a CHECK constraint, a trigger's WHEN, a default filled by logical \
-                replication) calls it directly";
+    let copy_elsewhere = copy_run_by_a_later_library();
+    let path = if copy_elsewhere {
+        "a library listed after snowflake_id in shared_preload_libraries ran this COPY itself (TimescaleDB does, \
+         into a hypertable), whose defaults call it directly"
+    } else {
+        "a path no query plan covers (a CHECK constraint, a trigger's WHEN, a default filled by logical \
+         replication) calls it directly"
+    };
     let fix = |qualified: &str| {
-        format!(
-            "call snowflake_sequence_nextval({}) in its place, or let an INSERT fill the key",
-            names::literal(qualified)
-        )
+        let call = names::literal(qualified);
+        if copy_elsewhere {
+            format!(
+                "list snowflake_id after that library (shared_preload_libraries = 'timescaledb,snowflake_id') and \
+                 restart, or name the column in COPY and fill it with snowflake_sequence_nextval({call})"
+            )
+        } else {
+            format!("call snowflake_sequence_nextval({call}) in its place, or let an INSERT fill the key")
+        }
     };
     // As PostgreSQL quotes a name that needs it; the schema is not known here.
     let bare = quote_identifier(name);
@@ -102,6 +113,20 @@ fn hint_for(name: &str, value: i64) -> Option<String> {
             fix(&bare)
         )),
     }
+}
+
+/// Whether the statement that met the fence is a COPY, which a utility
+/// hook in front of ours ran (see [`utility::another_hook_runs_first`]).
+fn copy_run_by_a_later_library() -> bool {
+    // SAFETY: PostgreSQL's text of the statement under way, or NULL.
+    let text = unsafe { pg_sys::debug_query_string };
+    if text.is_null() || !utility::another_hook_runs_first() {
+        return false;
+    }
+    // SAFETY: a NUL-terminated string while the statement runs.
+    let text = unsafe { CStr::from_ptr(text) }.to_bytes();
+    let start = text.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(text.len());
+    text[start..].get(..4).is_some_and(|word| word.eq_ignore_ascii_case(b"copy"))
 }
 
 /// `name` quoted as an SQL identifier where it must be (as PostgreSQL's

@@ -36,6 +36,7 @@ mod alter;
 mod checked;
 mod compat;
 mod copy;
+mod copy_insert;
 mod defaults;
 mod fence;
 mod handed;

@@ -28,7 +28,9 @@ use pgrx::prelude::*;
 use pgrx::PgLogLevel;
 
 use super::statement::{option_names, relation_oid};
-use super::{alter, copy, fence, handed, in_progress, names, nextval, operators, parameters, registry, rewrite};
+use super::{
+    alter, copy, copy_insert, fence, handed, in_progress, names, nextval, operators, parameters, registry, rewrite,
+};
 use crate::pg::error::{self, Raise};
 
 static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
@@ -43,6 +45,16 @@ pub fn init() {
         PREVIOUS = pg_sys::ProcessUtility_hook;
         pg_sys::ProcessUtility_hook = Some(process_utility);
     }
+}
+
+/// Whether a library loaded after snowflake_id put its utility hook in
+/// front of ours (TimescaleDB's runs a COPY into a hypertable itself, and
+/// ours never sees it).
+pub fn another_hook_runs_first() -> bool {
+    // SAFETY: a global set in _PG_init of each library, read only here.
+    unsafe { pg_sys::ProcessUtility_hook }.is_some_and(|hook| {
+        !std::ptr::fn_addr_eq(hook, process_utility as unsafe extern "C-unwind" fn(_, _, _, _, _, _, _, _))
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -105,11 +117,16 @@ unsafe extern "C-unwind" fn process_utility(
                 // Run here in place of PostgreSQL's COPY, which it would be
                 // next to run only where no other library's hook follows.
                 NodeTag::T_CopyStmt => {
-                    if let copy::Plan::Serve(table) = copy::plan(statement.cast(), { PREVIOUS }.is_none()) {
+                    let plan = copy::plan(statement.cast(), { PREVIOUS }.is_none());
+                    if let copy::Plan::Serve(table) | copy::Plan::Insert(table) = plan {
                         if read_only_tree {
                             pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
                         }
-                        let processed = copy::run((*pstmt).utilityStmt.cast(), table, query_string, query_env);
+                        let stmt = (*pstmt).utilityStmt.cast();
+                        let processed = match plan {
+                            copy::Plan::Insert(_) => copy_insert::run(stmt, table, query_string, query_env),
+                            _ => copy::run(stmt, table, query_string, query_env),
+                        };
                         if !qc.is_null() {
                             (*qc).commandTag = pg_sys::CommandTag::CMDTAG_COPY;
                             (*qc).nprocessed = processed;
