@@ -36,7 +36,7 @@ fn connect_to(c: &Cluster, db: &str) -> postgres::Client {
 #[test]
 fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let sql = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
-    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0"]
+    let _old_scripts = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0"]
         .map(|old| install_extension_file(&sql.join(format!("snowflake_id--{old}.sql"))));
     let c = Cluster::new("upgrade", &["snowflake_id.worker_id = 3"]);
     c.start();
@@ -46,7 +46,7 @@ fn an_upgrade_from_every_release_matches_a_fresh_install() {
     let installed: String = fresh.query_one(SURFACE, &[]).unwrap().get(0);
     let members: String = fresh.query_one(MEMBERS, &[]).unwrap().get(0);
 
-    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0"] {
+    for old in ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0"] {
         let db = format!("from_{}", old.replace('.', "_"));
         c.connect().batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
         let mut s = connect_to(&c, &db);

@@ -348,10 +348,10 @@ fn the_image_volume_alone_serves_a_server_through_the_extension_paths() {
     assert_eq!(available, version);
     // The previous release's objects, created from its install script as
     // released (the previous image's), then updated from this image alone.
-    let previous = image.join("share/extension/snowflake_id--0.9.0.sql");
-    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/snowflake_id--0.9.0.sql"), &previous).unwrap();
+    let previous = image.join("share/extension/snowflake_id--0.10.0.sql");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/snowflake_id--0.10.0.sql"), &previous).unwrap();
     assert!(Command::new("chmod").arg("644").arg(&previous).status().unwrap().success());
-    s.batch_execute("CREATE EXTENSION snowflake_id VERSION '0.9.0'").unwrap();
+    s.batch_execute("CREATE EXTENSION snowflake_id VERSION '0.10.0'").unwrap();
     std::fs::remove_file(&previous).unwrap();
     s.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
     let installed: String =

@@ -118,6 +118,11 @@ fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
 /// `WHERE id >= snowflake_from_timestamp(a) AND id < snowflake_from_timestamp(b)`.
 #[pg_extern(stable, parallel_safe, strict)]
 fn snowflake_from_timestamp(ts: TimestampWithTimeZone) -> i64 {
+    first_id_at(ts)
+}
+
+/// See [`snowflake_from_timestamp`].
+pub fn first_id_at(ts: TimestampWithTimeZone) -> i64 {
     let codec = &settings::config().codec;
     let out_of_range = |detail: String| -> ! {
         error::new(DATETIME_VALUE_OUT_OF_RANGE, "timestamp out of range for snowflake IDs")

@@ -37,6 +37,7 @@ mod shmem;
 mod startup;
 mod state_file;
 mod status;
+mod time_axis;
 mod timestamp;
 mod wal;
 mod worker_claims;

@@ -161,6 +161,20 @@ impl Codec {
         Ok(self.layout.timestamp().place(tick) as i64)
     }
 
+    /// How far apart, in IDs, the first IDs of two instants `ms`
+    /// milliseconds apart lie: whole ticks of the span (a part of a tick
+    /// counts for none), placed where the timestamp field lies. Negative
+    /// for a negative span. `None` when the field cannot hold so many ticks.
+    /// A TimescaleDB chunk interval or retention age on an ID key.
+    pub fn span(&self, ms: i64) -> Option<i64> {
+        let ticks = ms.unsigned_abs() / u64::from(self.time.tick_ms());
+        if ticks > self.max_tick() {
+            return None;
+        }
+        let ids = self.layout.timestamp().place(ticks) as i64;
+        Some(if ms < 0 { -ids } else { ids })
+    }
+
     /// The constant parts of every ID a node generates, for the generator.
     pub fn template(&self, node: Node) -> IdTemplate {
         let l = &self.layout;
@@ -322,6 +336,34 @@ mod tests {
         assert!(c.decode((1 << 24) - 1).is_ok());
         let r = codec("reserved:1,timestamp:40,sequence:10");
         assert_eq!(r.decode(1 << 50), Err(DecodeError::StrayBits));
+    }
+
+    #[test]
+    fn a_span_is_the_distance_of_first_ids() {
+        let c = codec("twitter");
+        let day = 86_400_000;
+        let from = |ms: i64| c.first_id_at(UnixMillis(c.time.epoch().0 + ms)).unwrap();
+        assert_eq!(c.span(day), Some(from(3 * day) - from(2 * day)));
+        assert_eq!(c.span(-day), Some(-(from(day) - from(0))));
+        assert_eq!(c.span(0), Some(0));
+        // Whole ticks only: 15 ms on a 10 ms tick is one tick.
+        let coarse = codec("timestamp:40,sequence:8");
+        let tens = Codec::new(coarse.layout, TimeBase::new(coarse.time.epoch(), 10).unwrap());
+        assert_eq!(tens.span(15), Some(1 << 8));
+        // More ticks than the field holds.
+        let narrow = codec("timestamp:10,sequence:4");
+        assert_eq!(narrow.span(1023), Some(1023 << 4));
+        assert_eq!(narrow.span(1024), None);
+        assert_eq!(narrow.span(i64::MIN), None);
+    }
+
+    proptest! {
+        #[test]
+        fn spans_add_up_like_first_ids(a in 0i64..1_000_000_000_000, b in 0i64..1_000_000_000_000) {
+            let c = codec("twitter");
+            let at = |ms: i64| c.first_id_at(UnixMillis(c.time.epoch().0 + ms)).unwrap();
+            prop_assert_eq!(at(a) + c.span(b).unwrap(), at(a + b));
+        }
     }
 
     #[test]

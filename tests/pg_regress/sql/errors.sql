@@ -53,6 +53,8 @@ SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2024-12-31 23:59:59
 SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''2094-09-07 15:47:35.552+00'')');
 SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''infinity'')');
 SELECT * FROM pg_temp.try('SELECT snowflake_from_timestamp(''-infinity'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_from_interval(''100 years'')');
+SELECT * FROM pg_temp.try('SELECT snowflake_from_interval(''-100 years'')');
 
 -- Bulk sizes.
 SELECT * FROM pg_temp.try('SELECT snowflake_next_ids(-1)');

@@ -51,6 +51,12 @@ SELECT snowflake_from_timestamp('2025-01-01 00:00:00.0019+00');
 SELECT snowflake_from_timestamp('2026-11-22 12:00:00+00');
 SELECT snowflake_timestamp(snowflake_from_timestamp('2026-11-22 12:00:00.123+00'));
 SELECT snowflake_from_timestamp('2094-09-07 15:47:35.551+00');
+-- Spans of time in IDs: a chunk interval or an age on an ID key.
+SELECT snowflake_from_interval('1 day'),
+       snowflake_from_interval('1 day') = snowflake_from_timestamp('2026-01-02') - snowflake_from_timestamp('2026-01-01') AS one_day,
+       snowflake_from_interval('-1 hour') = -snowflake_from_interval('1 hour') AS negative,
+       snowflake_from_interval('0.5 ms'), snowflake_from_interval('1 mon') = snowflake_from_interval('30 days') AS month;
+SELECT snowflake_now() = snowflake_from_timestamp(now()) AS now;
 SELECT snowflake_from_timestamp(NULL) IS NULL AS strict;
 
 -- Generating: values change, their properties do not.
