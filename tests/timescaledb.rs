@@ -163,3 +163,89 @@ fn every_insert_path_into_a_hypertable_gets_snowflake_ids_in_either_order() {
         c.stop();
     }
 }
+
+/// The names of the chunks a plan scans.
+fn chunks_scanned(s: &mut postgres::Client, query: &str) -> Vec<String> {
+    let plan: Vec<String> = s
+        .query(&format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {query}"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut chunks: Vec<String> = plan
+        .iter()
+        .filter(|line| !line.contains("never executed"))
+        .filter_map(|line| line.split_whitespace().find(|w| w.starts_with("_hyper_")).map(str::to_string))
+        .collect();
+    chunks.sort();
+    chunks.dedup();
+    chunks
+}
+
+#[test]
+#[ignore = "needs TimescaleDB: scripts/test runs it in the sid chroot on PostgreSQL 18"]
+fn a_hypertable_partitioned_by_the_snowflake_id_takes_its_chunks_and_ages_as_time() {
+    let c = server("tsbyid", "timescaledb,snowflake_id");
+    let mut s = c.session();
+    s.batch_execute(
+        "CREATE EXTENSION timescaledb;
+         CREATE TABLE e (id bigint PRIMARY KEY DEFAULT snowflake_next_id(), days_ago int);
+         SELECT create_hypertable('e', by_range('id', snowflake_from_interval('1 day')));
+         SELECT set_integer_now_func('e', 'snowflake_now');
+         -- Rows of the last ten days, with the IDs they would have had then.
+         INSERT INTO e SELECT snowflake_from_timestamp(now() - d * interval '1 day') + i, d
+           FROM generate_series(1, 10) d, generate_series(1, 100) i;
+         INSERT INTO e (days_ago) SELECT 0 FROM generate_series(1, 100);",
+    )
+    .unwrap_or_else(|e| panic!("{:?}", db_error(&e)));
+    // Chunks of a day each, as the IDs count days.
+    let row = s
+        .query_one(
+            "SELECT count(*), min(range_end_integer - range_start_integer), max(range_end_integer - range_start_integer),
+                    snowflake_from_interval('1 day')
+               FROM timescaledb_information.chunks WHERE hypertable_name = 'e'",
+            &[],
+        )
+        .unwrap();
+    let (chunks, narrowest, widest, day): (i64, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert!(chunks >= 11, "{chunks} chunks for eleven days");
+    assert_eq!((narrowest, widest), (day, day), "a chunk spans a day of IDs");
+    // Chunks of a day line up with days since the epoch (midnight UTC),
+    // and a range of time scans only its chunks.
+    let aligned: bool = s
+        .query_one(
+            "SELECT bool_and(snowflake_timestamp(range_start_integer) = date_trunc('day', snowflake_timestamp(range_start_integer), 'UTC'))
+               FROM timescaledb_information.chunks WHERE hypertable_name = 'e'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(aligned, "chunks start at midnight UTC");
+    let recent = chunks_scanned(
+        &mut s,
+        "SELECT count(*) FROM e WHERE id >= snowflake_from_timestamp(now() - interval '36 hours')",
+    );
+    let all = chunks_scanned(&mut s, "SELECT count(*) FROM e");
+    assert!((2..=3).contains(&recent.len()), "36 hours scanned {recent:?}, of {}", all.len());
+    assert!(all.len() as i64 >= 11, "{all:?}");
+    // time_bucket on the key, in days of IDs.
+    let buckets: i64 = s
+        .query_one("SELECT count(DISTINCT time_bucket(snowflake_from_interval('1 day'), id)) FROM e", &[])
+        .unwrap()
+        .get(0);
+    assert!((11..=12).contains(&buckets), "{buckets} daily buckets");
+    // Retention by age (an integer cut-off is absolute for drop_chunks):
+    // chunks wholly older than five days go, the newer stay.
+    s.batch_execute("SELECT drop_chunks('e', older_than => snowflake_now() - snowflake_from_interval('5 days'))")
+        .unwrap();
+    // TimescaleDB's integer_now is the one it was given.
+    let now: String = s
+        .query_one("SELECT integer_now_func FROM timescaledb_information.dimensions WHERE hypertable_name = 'e'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(now, "snowflake_now");
+    let row = s
+        .query_one("SELECT count(*) FILTER (WHERE days_ago >= 7), count(*) FILTER (WHERE days_ago <= 4) FROM e", &[])
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (0, 500), "rows of 7+ days gone, of 0 to 4 days kept");
+}
