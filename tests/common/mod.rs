@@ -100,11 +100,11 @@ fn as_server_user_with(program: &Path, env: &[String]) -> Command {
     c
 }
 
-fn as_server_user(program: &Path) -> Command {
+pub fn as_server_user(program: &Path) -> Command {
     as_server_user_with(program, &[])
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
