@@ -100,6 +100,44 @@ fn copy_into_a_hypertable_gets_snowflake_ids_with_snowflake_id_listed_after_time
         .query_one("SELECT count(seen.id), count(*) FILTER (WHERE ht.id IS NULL OR seen.id IS NULL) FROM ht FULL JOIN seen USING (id)", &[])
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (ROWS, 0), "row triggers saw each copied row");
+    // What COPY's own path would do differently is refused before a row
+    // is read: skipping bad rows, and a filter on a column the data does
+    // not hold (it would see no default there).
+    for (filter, what) in [(" WITH (ON_ERROR ignore)", "ON_ERROR"), (" WHERE id > 0", "WHERE")] {
+        let e = copy_rows(&mut s, "h", filter).expect_err(what);
+        let (state, message, _) = db_error(&e);
+        assert_eq!(state, "0A000", "{what}: {message}");
+        s = c.session();
+    }
+    // A bad row names its line, as COPY does.
+    let e = s
+        .copy_in("COPY h (at, v) FROM STDIN")
+        .and_then(|mut w| {
+            w.write_all(b"2026-11-10 12:00:00+00\t1\nnot a time\t2\n").unwrap();
+            w.finish()
+        })
+        .expect_err("a bad timestamp");
+    let context = e.as_db_error().and_then(|d| d.where_().map(str::to_string)).unwrap_or_default();
+    assert!(context.contains("COPY h, line 2"), "{context}");
+    s = c.session();
+    // No row: COPY's count is 0, nothing goes in.
+    let none = s.copy_in("COPY h (at, v) FROM STDIN").and_then(|w| w.finish()).unwrap();
+    assert_eq!(none, 0);
+    // Privileges as COPY's: INSERT on the columns it names (and USAGE on
+    // the sequence its default calls, as natively).
+    s.batch_execute(
+        "CREATE ROLE loader; GRANT USAGE ON SCHEMA public TO loader; GRANT INSERT (at, v) ON h TO loader;
+         GRANT USAGE ON SEQUENCE h_id_seq TO loader;
+         GRANT SELECT ON h TO loader; SET ROLE loader",
+    )
+    .unwrap();
+    assert_eq!(
+        copy_rows(&mut s, "h", "").map_err(|e| db_error(&e)),
+        Ok(ROWS as u64),
+        "COPY (at, v) by a role with INSERT on them"
+    );
+    s.batch_execute("RESET ROLE").unwrap();
+    all_snowflake(&mut s, "h", 2 * ROWS + ROWS / 3, "after the loader's COPY");
     // A table that is no hypertable: COPY is ours as before (refused here,
     // another utility hook runs after ours), with the hint that says so.
     s.batch_execute(
@@ -122,7 +160,9 @@ fn with_snowflake_id_listed_first_a_hypertables_copy_says_to_list_it_after_times
     let (state, message, hint) = db_error(&e);
     assert_eq!(state, "2200H", "{message}");
     assert!(
-        hint.contains("list snowflake_id after that library (shared_preload_libraries = 'timescaledb,snowflake_id')"),
+        hint.contains(
+            "list snowflake_id after that library in shared_preload_libraries (for TimescaleDB, after timescaledb)"
+        ),
         "{hint}"
     );
     // Nothing went in with a native value.

@@ -26,7 +26,7 @@ use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgTupleDesc};
 
 use super::statement::{option_names, relation_oid};
-use super::{copy_insert, parameters, rewrite};
+use super::{hypertable, parameters, rewrite};
 use crate::pg::error::{self, Raise};
 use crate::pg::ffi;
 
@@ -83,11 +83,10 @@ pub unsafe fn plan(stmt: *mut pg_sys::CopyStmt, last_hook: bool) -> Plan {
             pg_sys::free_parsestate(pstate);
             rewrite::needs_ours(clause)
         };
-        let by_insert = !last_hook && copy_insert::routed_by_timescaledb(rel);
+        let by_insert = !last_hook && (column.is_some() || filter_needs_ours) && hypertable::is_hypertable(rel);
         pg_sys::table_close(rel, pg_sys::NoLock as _);
         match (column, last_hook) {
-            (Some(_), false) if by_insert => Plan::Insert(table),
-            (None, false) if filter_needs_ours && by_insert => Plan::Insert(table),
+            (_, false) if by_insert => Plan::Insert(table),
             (Some(column), false) => refuse(
                 table,
                 &format!("cannot fill column \"{column}\""),

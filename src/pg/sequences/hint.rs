@@ -87,8 +87,9 @@ fn hint_for(name: &str, value: i64) -> Option<String> {
         let call = names::literal(qualified);
         if copy_elsewhere {
             format!(
-                "list snowflake_id after that library (shared_preload_libraries = 'timescaledb,snowflake_id') and \
-                 restart, or name the column in COPY and fill it with snowflake_sequence_nextval({call})"
+                "list snowflake_id after that library in shared_preload_libraries (for TimescaleDB, after \
+                 timescaledb) and restart, or name the column in COPY and fill it with \
+                 snowflake_sequence_nextval({call})"
             )
         } else {
             format!("call snowflake_sequence_nextval({call}) in its place, or let an INSERT fill the key")
@@ -115,12 +116,13 @@ fn hint_for(name: &str, value: i64) -> Option<String> {
     }
 }
 
-/// Whether the statement that met the fence is a COPY, which a utility
-/// hook in front of ours ran (see [`utility::another_hook_runs_first`]).
+/// Whether the statement that met the fence is a COPY that a utility hook
+/// in front of ours ran itself (see [`utility::another_hook_runs_first`]):
+/// ours never saw it.
 fn copy_run_by_a_later_library() -> bool {
     // SAFETY: PostgreSQL's text of the statement under way, or NULL.
     let text = unsafe { pg_sys::debug_query_string };
-    if text.is_null() || !utility::another_hook_runs_first() {
+    if text.is_null() || utility::copy_seen() || !utility::another_hook_runs_first() {
         return false;
     }
     // SAFETY: a NUL-terminated string while the statement runs.

@@ -41,6 +41,7 @@ mod defaults;
 mod fence;
 mod handed;
 mod hint;
+mod hypertable;
 mod in_progress;
 mod inline;
 mod names;

@@ -57,6 +57,33 @@ pub fn another_hook_runs_first() -> bool {
     })
 }
 
+thread_local! {
+    static COPIES_SEEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A COPY this hook saw, for as long as it runs (through the hooks after
+/// ours and PostgreSQL's own): the fence's hint tells it from a COPY a
+/// library in front of ours ran itself.
+struct CopySeen;
+
+impl CopySeen {
+    fn begin() -> CopySeen {
+        COPIES_SEEN.with(|n| n.set(n.get() + 1));
+        CopySeen
+    }
+}
+
+impl Drop for CopySeen {
+    fn drop(&mut self) {
+        COPIES_SEEN.with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+/// Whether a COPY that this hook saw is under way.
+pub fn copy_seen() -> bool {
+    COPIES_SEEN.with(std::cell::Cell::get) > 0
+}
+
 #[allow(clippy::too_many_arguments)]
 #[pg_guard]
 unsafe extern "C-unwind" fn process_utility(
@@ -74,6 +101,7 @@ unsafe extern "C-unwind" fn process_utility(
     let statement = unsafe { (*pstmt).utilityStmt };
     // SAFETY: as above.
     let kind = unsafe { (*statement).type_ };
+    let _copy = (kind == NodeTag::T_CopyStmt).then(CopySeen::begin);
     // SAFETY: as above: a DiscardStmt, by its tag.
     let discard =
         (kind == NodeTag::T_DiscardStmt).then(|| unsafe { (*statement.cast::<pg_sys::DiscardStmt>()).target });
