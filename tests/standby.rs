@@ -199,6 +199,12 @@ fn a_standby_given_its_primarys_state_file_by_hand_is_no_renumbering() {
     );
     assert!(restart.contains("(datacenter 0, worker 1), with its own number (datacenter 0, worker 19)"), "{restart}");
     assert!(!restart.contains("node number changed"), "a false alarm:\n{restart}");
+    // Not on a server that starts as a primary: another writer may be this
+    // server moved, renamed or upgraded, and the renumbering warning stays.
+    let elsewhere = Cluster::new("handcopy", &["snowflake_id.worker_id = 20"]);
+    elsewhere.write_data_file("snowflake_id.state", &file);
+    elsewhere.start();
+    assert!(elsewhere.log().contains("WARNING:  snowflake_id node number changed"), "{}", elsewhere.log());
     primary.stop_immediate();
     standby.promote();
     standby.wait_until_writable();

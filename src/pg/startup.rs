@@ -212,9 +212,15 @@ fn initial_state(first_start: bool) -> State {
         if !config.auto_worker {
             if is_a_copy_of(record.node, first_start) {
                 report_copied_file(record.node, node, "the server this data directory was copied from");
-            } else if let Some(writer) = record.written_by.as_deref().filter(|_| written_elsewhere(&record)) {
-                // A file put in by hand: the documented remedy for a standby
-                // without one is its primary's.
+            } else if let Some(writer) = record
+                .written_by
+                .as_deref()
+                .filter(|_| written_elsewhere(&record) && control::starts_as_standby())
+                .filter(|_| claimed_by_auto(&lineage.claims, node).is_empty())
+            {
+                // A standby given its primary's file by hand (the documented
+                // remedy for one without). Elsewhere a different writer may
+                // be this server moved, renamed or upgraded: a renumbering.
                 report_copied_file(record.node, node, &format!("the server that wrote its state file ({writer})"));
             } else {
                 report_new_node(&node_changed, record.node, node, &lineage.claims);
@@ -411,7 +417,9 @@ fn is_a_copy_of(file_node: Node, first_start: bool) -> bool {
 
 /// Whether another server wrote the state file: its host name or data
 /// directory differs from this server's. A file of 0.10.0 or before does
-/// not say, and counts as this server's.
+/// not say, and counts as this server's. Taken for a copy only on a
+/// standby: a primary whose writer differs may be this server moved to
+/// another directory or host, or pg_upgrade's new cluster.
 fn written_elsewhere(record: &StateRecord) -> bool {
     record.written_elsewhere(control::writer()) == Some(true)
 }
@@ -437,14 +445,11 @@ fn report_copied_file(old: Node, new: Node, from: &str) {
     .report(PgLogLevel::LOG);
 }
 
-/// A server renumbered (the deployment guide's standby before promotion, or
-/// a copy given its own number) continues above every ID it issued under the
-/// old number (see [`carry_to_new_settings`]); what is left to check lies
-/// outside this server.
-fn report_new_node(changed: &[String], old: Node, new: Node, claims: &Claims) {
-    // A number an auto primary of this lineage claimed, set by hand here: the
-    // server that claimed it may still generate with it.
-    let claimed = claims
+/// A sentence saying that `new`, set by hand here, is a number an auto
+/// primary of this lineage claimed and may still generate with; empty when
+/// it is not.
+fn claimed_by_auto(claims: &Claims, new: Node) -> String {
+    claims
         .get(new)
         .filter(|c| c.source == Source::Auto && claims.holds(new, clock::now(), settings::worker_reuse_after_ms()))
         .map_or_else(String::new, |c| {
@@ -454,7 +459,15 @@ fn report_new_node(changed: &[String], old: Node, new: Node, claims: &Claims) {
                 if c.host.is_empty() { "another server" } else { c.host.as_str() },
                 c.timeline
             )
-        });
+        })
+}
+
+/// A server renumbered (the deployment guide's standby before promotion, or
+/// a copy given its own number) continues above every ID it issued under the
+/// old number (see [`carry_to_new_settings`]); what is left to check lies
+/// outside this server.
+fn report_new_node(changed: &[String], old: Node, new: Node, claims: &Claims) {
+    let claimed = claimed_by_auto(claims, new);
     error::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id node number changed since the state file was written")
         .set_detail(format!(
             "Changed: {}. New IDs, with datacenter {}, worker {}, lie above every ID issued under the old \
