@@ -13,14 +13,14 @@ use super::settings;
 use super::timestamp::last_instant;
 
 /// How far apart, in IDs, the first IDs of two instants `span` apart lie
-/// under this server's layout, epoch and tick (a month counts 30 days, a
-/// day 24 hours, as PostgreSQL's interval arithmetic does; a part of a tick
-/// counts for none). `snowflake_from_timestamp(t) +
-/// snowflake_from_interval(i)` is `snowflake_from_timestamp(t + i)`.
+/// under this server's layout, epoch and tick (a month counts 30 days and a
+/// day 24 hours, as `extract(epoch FROM interval)` counts them; a part of
+/// a tick counts for none).
 #[pg_extern(stable, parallel_safe, strict)]
 fn snowflake_from_interval(span: Interval) -> i64 {
     let codec = &settings::config().codec;
-    let ms = i64::try_from(span.as_micros().div_euclid(1000)).ok();
+    // Toward zero: a part of a tick counts for none, either way.
+    let ms = i64::try_from(span.as_micros() / 1000).ok();
     ms.and_then(|ms| codec.span(ms)).unwrap_or_else(|| {
         error::new(DATETIME_VALUE_OUT_OF_RANGE, "interval out of range for snowflake IDs")
             .set_detail(format!(

@@ -55,7 +55,7 @@ SELECT snowflake_from_timestamp('2094-09-07 15:47:35.551+00');
 SELECT snowflake_from_interval('1 day'),
        snowflake_from_interval('1 day') = snowflake_from_timestamp('2026-01-02') - snowflake_from_timestamp('2026-01-01') AS one_day,
        snowflake_from_interval('-1 hour') = -snowflake_from_interval('1 hour') AS negative,
-       snowflake_from_interval('0.5 ms'), snowflake_from_interval('1 mon') = snowflake_from_interval('30 days') AS month;
+       snowflake_from_interval('0.5 ms'), snowflake_from_interval('-0.5 ms'), snowflake_from_interval('1 mon') = snowflake_from_interval('30 days') AS month;
 SELECT snowflake_now() = snowflake_from_timestamp(now()) AS now;
 SELECT snowflake_from_timestamp(NULL) IS NULL AS strict;
 
