@@ -257,6 +257,7 @@ impl Fleet {
     pub fn failback_after_divergence(&mut self, standby: Server, rng: &mut Rng) -> (String, String) {
         let auto = self.p_auto;
         let (o_name, s_name) = (self.primary.name.clone(), standby.name.clone());
+        let o_number_before = p_number(&self.primary.cluster);
         let cut = self.net.cut(Link::Standby, self.primary.cluster.port);
         if !auto {
             self.splits_with_own_number += 1;
@@ -285,6 +286,18 @@ impl Fleet {
         let hold = rng.range(2, 4);
         sleep(Duration::from_secs(hold));
         let diverged = writer.stop();
+        // The lost timeline ran ahead of the wall clock (the fake clock took).
+        let stopped_ms = now_us() / 1000;
+        let ran_ahead = self.rec.max_of(lineage).is_some_and(|id| {
+            let at: i64 = self
+                .primary
+                .cluster
+                .connect()
+                .query_one("SELECT (extract(epoch FROM snowflake_timestamp($1)) * 1000)::bigint", &[&id])
+                .unwrap()
+                .get(0);
+            at > stopped_ms + 10_000
+        });
         o.cluster.stop_immediate();
         o_clock.set_offset(0);
         self.net.heal(cut);
@@ -332,17 +345,18 @@ impl Fleet {
         // With a number set by hand, O refused until the floor; with auto
         // it did not, and claimed anew.
         let as_documented = if auto {
-            refused.is_none()
+            refused.is_none() && o_number != o_number_before
         } else {
             refused.as_deref() == Some("55000") && unknown.as_deref() == Some("pg_rewind")
         };
-        let ok = diverged > 0 && following && as_documented;
+        let ok = diverged > 0 && ran_ahead && following && as_documented;
         (
             o_name,
             format!(
                 "diverged {ahead} s ahead for {hold} s ({diverged} IDs as {lineage}), {} promoted with number \
                  {s_number}, failed back after pg_rewind: refused={refused:?} mark_unknown={unknown:?}, floor \
-                 {floor:?}, worker_id = {}, number {o_number} ok={ok}",
+                 {floor:?}, worker_id = {}, number {o_number} (before {o_number_before}) ok={ok} \
+                 (ran_ahead={ran_ahead} following={following})",
                 s_name,
                 p_worker_setting(auto),
             ),
