@@ -45,8 +45,9 @@ mod tests {
         assert_eq!(
             labels,
             "snowflake_adopt(3):vu snowflake_decode(1):ssS snowflake_decode(4):is snowflake_decode(4):is \
-             snowflake_from_timestamp(1):ssS snowflake_guard(2):vu snowflake_guard_check(0):vu \
-             snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_raise_floor(1):vuS \
+             snowflake_from_interval(1):ssS snowflake_from_timestamp(1):ssS snowflake_guard(2):vu \
+             snowflake_guard_check(0):vu snowflake_next_id(0):vsS snowflake_next_ids(1):vsS snowflake_now(0):ssS \
+             snowflake_raise_floor(1):vuS \
              snowflake_release_worker(2):vu snowflake_status(0):vsS snowflake_timestamp(1):ssS \
              snowflake_worker_claims(0):ssS"
         );
