@@ -172,7 +172,7 @@ pub unsafe fn run(
 ) -> u64 {
     // SAFETY: the caller's contract; PostgreSQL's own COPY steps, in DoCopy's order.
     unsafe {
-        let copy = open(stmt, table, query_string, query_env);
+        let copy = check(stmt, table, query_string, query_env).begin(stmt);
         let processed = pg_sys::CopyFrom(copy.cstate);
         copy.close();
         processed
@@ -199,17 +199,42 @@ impl Open {
     }
 }
 
-/// DoCopy's checks (privileges, row security, read-only), then
-/// `BeginCopyFrom`, and our functions put into the defaults it built.
+/// A COPY FROM that passed DoCopy's checks, not begun: nothing has been
+/// said to the client yet, so an error here is a plain one.
+pub struct Checked {
+    pub pstate: *mut pg_sys::ParseState,
+    pub rel: pg_sys::Relation,
+    /// The analysed WHERE clause (an implicit-AND list), or NULL.
+    pub where_clause: *mut Node,
+}
+
+impl Checked {
+    /// `BeginCopyFrom` (which tells a client sending the data to start),
+    /// and our functions put into the defaults it built.
+    ///
+    /// # Safety
+    /// `stmt` is the CopyStmt [`check`] checked.
+    pub unsafe fn begin(self, stmt: *mut pg_sys::CopyStmt) -> Open {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let cstate = begin(self.pstate, self.rel, self.where_clause, stmt);
+            serve_defaults(cstate);
+            Open { pstate: self.pstate, rel: self.rel, cstate }
+        }
+    }
+}
+
+/// DoCopy's checks (privileges, row security, read-only), and the WHERE
+/// clause analysed.
 ///
 /// # Safety
 /// As for [`run`].
-pub unsafe fn open(
+pub unsafe fn check(
     stmt: *mut pg_sys::CopyStmt,
     table: pg_sys::Oid,
     query_string: *const c_char,
     query_env: *mut pg_sys::QueryEnvironment,
-) -> Open {
+) -> Checked {
     // SAFETY: the caller's contract; PostgreSQL's own COPY steps, in DoCopy's order.
     unsafe {
         let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
@@ -245,9 +270,7 @@ pub unsafe fn open(
         if pg_sys::XactReadOnly && !is_local_temp(rel) {
             pg_sys::PreventCommandIfReadOnly(c"COPY FROM".as_ptr());
         }
-        let cstate = begin(pstate, rel, where_clause, stmt);
-        serve_defaults(cstate);
-        Open { pstate, rel, cstate }
+        Checked { pstate, rel, where_clause }
     }
 }
 

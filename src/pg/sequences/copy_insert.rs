@@ -8,7 +8,7 @@
 //! the fence (the log hook's hint says to list snowflake_id after
 //! timescaledb). Listed after it, our hook runs first and serves such a
 //! COPY here: PostgreSQL's COPY reads and converts the rows
-//! ([`super::copy::open`]), and they go into the hypertable through INSERTs
+//! ([`super::copy::check`]), and they go into the hypertable through INSERTs
 //! of the columns COPY names, [`BATCH`] rows at most each, which TimescaleDB
 //! routes to chunks as for any INSERT; the INSERT fills the omitted columns'
 //! defaults, the registered key's with our functions as for any INSERT.
@@ -51,13 +51,15 @@ pub unsafe fn run(
 ) -> u64 {
     // SAFETY: the caller's contract; PostgreSQL's executor and SPI steps.
     unsafe {
+        // Refusals come before BeginCopyFrom tells the client to send.
         refuse_options(stmt, table);
-        let copy = copy::open(stmt, table, query_string, query_env);
+        let checked = copy::check(stmt, table, query_string, query_env);
+        // The columns the data holds; the INSERT fills the others' defaults.
+        let listed = pg_sys::CopyGetAttnums((*checked.rel).rd_att, checked.rel, (*stmt).attlist);
+        refuse_filter_on_defaults(checked.where_clause, listed, table);
+        let copy = checked.begin(stmt);
         let cstate = copy.cstate;
         let desc = (*copy.rel).rd_att;
-        // The columns the data holds; the INSERT fills the others' defaults.
-        let listed = pg_sys::CopyGetAttnums(desc, copy.rel, (*stmt).attlist);
-        refuse_filter_on_defaults((*cstate).whereClause.cast(), listed, table);
         (*cstate).num_defaults = 0;
         let insert = Insert::prepare(copy.rel, listed);
         let estate = pg_sys::CreateExecutorState();
