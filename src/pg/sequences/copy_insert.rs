@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel, PgTupleDesc};
 
 use super::copy;
-use super::statement::option_names;
+use super::statement::{option_names, option_value};
 use crate::pg::error::{self, Raise};
 
 /// Rows per INSERT at most: enough that a statement's cost is spread thin.
@@ -163,7 +163,7 @@ unsafe fn refuse_options(stmt: *mut pg_sys::CopyStmt, table: pg_sys::Oid) {
     let (names, on_error) = unsafe { (option_names((*stmt).options), option_value((*stmt).options, "on_error")) };
     let skips = names.iter().any(|n| n == "reject_limit") || on_error.is_some_and(|v| !v.eq_ignore_ascii_case("stop"));
     if skips {
-        refuse(table, "with ON_ERROR or REJECT_LIMIT", "load it without them, or into a staging table first");
+        refuse(table, "with ON_ERROR or REJECT_LIMIT", "Load it without them, or into a staging table first.");
     }
 }
 
@@ -192,29 +192,10 @@ unsafe fn refuse_filter_on_defaults(clause: *mut pg_sys::Node, listed: *mut pg_s
                 refuse(
                     table,
                     "with a WHERE clause on a column its data does not hold",
-                    "filter on the columns the data holds, or load into a staging table first",
+                    "Filter on the columns the data holds, or load into a staging table first.",
                 );
             }
         }
-    }
-}
-
-/// The value of COPY option `name` as text, if given.
-///
-/// # Safety
-/// `options` is NULL or a List of DefElem.
-unsafe fn option_value(options: *mut pg_sys::List, name: &str) -> Option<String> {
-    // SAFETY: the caller's contract; defGetString reads the option as COPY does.
-    unsafe {
-        if options.is_null() {
-            return None;
-        }
-        (0..(*options).length as usize).find_map(|i| {
-            let d = (*(*options).elements.add(i)).ptr_value.cast::<pg_sys::DefElem>();
-            let named =
-                !d.is_null() && !(*d).defname.is_null() && CStr::from_ptr((*d).defname).to_bytes() == name.as_bytes();
-            named.then(|| CStr::from_ptr(pg_sys::defGetString(d)).to_string_lossy().into_owned())
-        })
     }
 }
 
@@ -229,7 +210,7 @@ fn refuse(table: pg_sys::Oid, what: &str, hint: &str) -> ! {
          snowflake_id reads such a COPY and inserts its rows through INSERTs, which skip no row and fill the \
          defaults of the columns the data does not hold.",
     )
-    .set_hint(format!("{}{}", hint[..1].to_uppercase(), &hint[1..]) + ".")
+    .set_hint(hint)
     .raise(PgLogLevel::ERROR)
 }
 
@@ -302,13 +283,13 @@ impl Insert {
                 "INSERT INTO {table} ({columns}) OVERRIDING SYSTEM VALUE SELECT {columns} FROM pg_catalog.unnest($1)"
             ))
             .expect("names hold no NUL");
+            if array_type == pg_sys::InvalidOid {
+                pgrx::error!("snowflake_id: table {table} has no array type for COPY's rows");
+            }
             if pg_sys::SPI_connect() != pg_sys::SPI_OK_CONNECT as i32 {
                 pgrx::error!("snowflake_id: SPI_connect failed for COPY into {table}");
             }
             let mut arg = array_type;
-            if array_type == pg_sys::InvalidOid {
-                pgrx::error!("snowflake_id: table {table} has no array type for COPY's rows");
-            }
             let plan = pg_sys::SPI_prepare(sql.as_ptr(), 1, &mut arg);
             if plan.is_null() {
                 pgrx::error!("snowflake_id: could not prepare the INSERT for COPY into {table}");

@@ -26,6 +26,25 @@ pub unsafe fn option_names(list: *mut pg_sys::List) -> Vec<String> {
     names
 }
 
+/// The value of COPY option `name` as text, if given.
+///
+/// # Safety
+/// `options` is NULL or a List of DefElem.
+pub unsafe fn option_value(options: *mut pg_sys::List, name: &str) -> Option<String> {
+    // SAFETY: the caller's contract; defGetString reads the option as COPY does.
+    unsafe {
+        if options.is_null() {
+            return None;
+        }
+        (0..(*options).length as usize).find_map(|i| {
+            let d = (*(*options).elements.add(i)).ptr_value.cast::<pg_sys::DefElem>();
+            let named =
+                !d.is_null() && !(*d).defname.is_null() && CStr::from_ptr((*d).defname).to_bytes() == name.as_bytes();
+            named.then(|| CStr::from_ptr(pg_sys::defGetString(d)).to_string_lossy().into_owned())
+        })
+    }
+}
+
 /// The relation a statement names, taking `lockmode` on it (`NoLock` for a
 /// look only); `None` where there is none by that name (PostgreSQL's own
 /// statement then reports it).
